@@ -1,0 +1,5 @@
+"""ietop: top for local LLM inference engines."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+"""ietop/analyze"""
+
+from __future__ import annotations

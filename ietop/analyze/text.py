@@ -1,0 +1,175 @@
+"""The terminal report of `ietop analyze`: summary, slowest requests, load/eviction timeline,
+truncations, errors, configured-vs-effective settings and latency percentiles.
+
+Every string that came from a log is wrapped in `rich.text.Text`, never passed as markup: log lines are
+untrusted (a prompt can contain `[bold]` or escape sequences) and must print literally.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from ietop.analyze.report import Analysis
+
+MAX_ROWS = 25
+
+
+def _t(value: Any) -> Text:
+    """Literal text for a cell (None shows as an em dash)."""
+    if value is None:
+        return Text("—", style="dim")
+    if isinstance(value, float):
+        return Text(f"{value:.3f}")
+    return Text(str(value))
+
+
+def _short_time(iso: str | None) -> str | None:
+    """`2025-06-10T22:46:49+00:00` → `06-10 22:46:49` (the full time is in --json)."""
+    return f"{iso[5:10]} {iso[11:19]}" if iso and len(iso) >= 19 else iso
+
+
+_SOURCE_INDEX: dict[str, int] = {}
+
+
+def _src(d: dict[str, Any]) -> Text:
+    """`#2:118` = line 118 of source 2 (numbered in the summary); just the line with one source."""
+    s = d.get("source") or {}
+    n = _SOURCE_INDEX.get(str(s.get("path")))
+    prefix = f"#{n}:" if n is not None and len(_SOURCE_INDEX) > 1 else ""
+    return Text(f'{prefix}{s.get("line", "?")}', style="dim")
+
+
+def _table(title: str, columns: list[str]) -> Table:
+    table = Table(title=title, title_justify="left", expand=False, show_edge=False, header_style="bold")
+    for col in columns:
+        wraps = col in ("detail", "message", "event")
+        table.add_column(col, no_wrap=not wraps, overflow="fold" if wraps else "ellipsis",
+                         min_width=min(len(col), 10))
+    return table
+
+
+def render(an: Analysis) -> RenderableType:
+    """Build the whole report as one renderable."""
+    _SOURCE_INDEX.clear()
+    _SOURCE_INDEX.update({p: i for i, p in enumerate(an.source_paths, 1)})
+    parts: list[RenderableType] = [_summary(an)]
+    slowest = sorted(an.digest.slowest, reverse=True)
+    if slowest:
+        t = _table("Slowest inference requests", ["time", "st", "latency s", "path", "prompt",
+                                                  "load s", "line"])
+        for _lat, _seq, r in slowest:
+            prompt = r["prompt_tokens"]
+            shown = None if prompt is None else f"{prompt} (cut)" if r["truncated"] else str(prompt)
+            t.add_row(_t((r["time"] or "")[11:19] or None), _t(r["status"]), _t(r["latency_s"]), _t(r["path"]),
+                      _t(shown), _t(r["load_s"] if r["cold_load"] else None), _src(r))
+        parts.append(t)
+    parts.append(_timeline(an))
+    _maybe(parts, an, "truncation", "Truncations (prompt longer than the context)",
+           ["time", "limit", "prompt", "keep", "new", "line"], ["time", "limit", "prompt", "keep", "new"])
+    _maybe(parts, an, "error", "Errors", ["time", "kind", "message", "line"], ["time", "kind", "message"])
+    parts.append(_settings(an))
+    parts.append(_latency(an))
+    return Group(*parts)
+
+
+def _summary(an: Analysis) -> RenderableType:
+    d = an.digest
+    c = an.spool.counts
+    lines = [Text.assemble(("Sources ", "bold"))]
+    for i, s in enumerate(an.sources(), 1):
+        lines.append(Text(f'  #{i} {s["path"]}: {s["engine"]}, {s["format"]}, version {s["version"] or "unknown"}, '
+                          f'{s["lines"]} lines, {s["unparsed_lines"]} unparsed'))
+    inference = an.store.counts.get("inference_requests", 0)
+    lines.append(Text(f'Window: {d.first_time or "?"} → {d.last_time or "?"}'))
+    lines.append(Text(f'Requests: {c["request"]} ({inference} inference), '
+                      f'cold loads waited on: {d.cold}, truncated: {d.truncated}'))
+    lines.append(Text(f'Loads: {c["load"]}, unloads/evictions: {c["unload"]}, '
+                      f'truncations: {c["truncation"]}, errors: {c["error"]}'))
+    if d.statuses:
+        lines.append(Text("Status: " + ", ".join(f"{k}×{v}" for k, v in sorted(d.statuses.items()))))
+    if an.store.counts.get("prompt_text_lines"):
+        lines.append(Text(f'{an.store.counts["prompt_text_lines"]} lines carry prompt text (omitted; '
+                          "--include-prompts to show)", style="yellow"))
+    return Panel(Group(*lines), title="ietop analyze", title_align="left")
+
+
+def _timeline(an: Analysis) -> RenderableType:
+    events: list[tuple[str, Text, Text, Text]] = []
+    for load in islice(an.spool.records("load"), 500):
+        trig = load["trigger_request"]
+        what = f'load {load["model"] or "?"} [{load["status"]}]'
+        detail = (f'{load["duration_s"]} s' if load["duration_s"] is not None else "")
+        if load["ctx"]:
+            detail += f', ctx {load["ctx"]}'
+        if load["parallel"]:
+            detail += f', parallel {load["parallel"]}'
+        if trig:
+            detail += f', for {trig["path"]} at {trig["time"]}'
+        events.append((load["time"] or "", Text(what), Text(detail), _src(load)))
+    for un in islice(an.spool.records("unload"), 500):
+        what_text = f'unload {un["model"] or "?"} ({un["reason"]})'
+        detail = f'to load {un["for_model"]}' if un["for_model"] else ""
+        events.append((un["time"] or "", Text(what_text), Text(detail), _src(un)))
+    t = _table("Loads and evictions", ["time", "event", "detail", "line"])
+    events.sort(key=lambda e: e[0])
+    for time, what_cell, detail_cell, src in events[:MAX_ROWS]:
+        t.add_row(_t(_short_time(time) or None), what_cell, detail_cell, src)
+    if len(events) > MAX_ROWS:
+        t.caption = f"{len(events) - MAX_ROWS} more in --json / --csv"
+    if not events:
+        return Text("No model loads or unloads in these logs.", style="dim")
+    return t
+
+
+def _maybe(parts: list[RenderableType], an: Analysis, kind: str, title: str, cols: list[str],
+           keys: list[str]) -> None:
+    rows = list(islice(an.spool.records(kind), MAX_ROWS))
+    if not rows:
+        return
+    t = _table(title, cols)
+    for r in rows:
+        t.add_row(*[_t(_short_time(r.get(k)) if k == "time" else r.get(k)) for k in keys], _src(r))
+    if an.spool.counts.get(kind, 0) > MAX_ROWS:
+        t.caption = f"{an.spool.counts[kind] - MAX_ROWS} more in --json / --csv"
+    parts.append(t)
+
+
+def _settings(an: Analysis) -> RenderableType:
+    cfg = an.store.settings
+    t = _table("Configured (claim) vs effective (evidence)", ["setting", "configured", "effective", "evidence"])
+    pairs = [("context", "context_length", "ctx_per_slot"), ("parallel", "num_parallel", "parallel"),
+             ("keep-alive", "keep_alive", "keep_alive"), ("max loaded models", "max_loaded_models", "loaded_models"),
+             ("kv cache type", "kv_cache_type", "kv_cache_type"), ("listen", "host", "listen")]
+    paths = an.source_paths
+    for label, ckey, ekey in pairs:
+        conf = cfg.configured.get(ckey)
+        eff = cfg.effective.get(ekey)
+        if conf is None and eff is None:
+            continue
+        ref = cfg.effective_ref.get(ekey) or cfg.configured_ref.get(ckey)
+        where = _src({"source": {"path": paths[ref.src], "line": ref.line}}) if ref else _t(None)
+        t.add_row(Text(label), _t(conf), _t(eff), where)
+    for key in ("ctx_total", "ctx_per_slot_limit", "n_ctx_train", "runner_num_ctx", "gpu_layers", "version"):
+        if key in cfg.effective:
+            ref = cfg.effective_ref[key]
+            t.add_row(Text(key), _t(None), _t(cfg.effective[key]),
+                      _src({"source": {"path": paths[ref.src], "line": ref.line}}))
+    return t
+
+
+def _latency(an: Analysis) -> RenderableType:
+    t = _table("Latency (inference requests)", ["metric", "count", "p50", "p90", "p99", "max"])
+    for name, summary in an.latency().items():
+        t.add_row(Text(name), _t(summary["count"]), _t(summary["p50"]), _t(summary["p90"]),
+                  _t(summary["p99"]), _t(summary["max"]))
+    return t
+
+
+def print_report(an: Analysis, console: Console | None = None) -> None:
+    (console or Console()).print(render(an))

@@ -1,0 +1,139 @@
+"""The `ietop` command line.
+
+Exit codes (DESIGN.md): 0 ok, 1 runtime failure, 2 usage error. Every failure is one clear line on
+stderr, never a traceback. Heavy modules (rich, polars, the dashboard) are imported inside the commands
+that need them so `ietop --help` and `ietop analyze --json` start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from ietop import __version__
+
+EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # argparse prints usage + message; keep its exit code 2 but make the message one clear line.
+        self.exit(EXIT_USAGE, f"ietop: error: {message} (see ietop {self.prog.split()[-1]} --help)\n"
+                  if " " in self.prog else f"ietop: error: {message} (see ietop --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ietop", description="top for local LLM inference engines (Ollama, MLX, vLLM).")
+    parser.add_argument("--version", action="version", version=f"ietop {__version__}")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    an = sub.add_parser("analyze", help="report on saved engine logs (plain, .gz or .zst)",
+                        description="Analyze saved logs: requests, loads, evictions, truncations, "
+                                    "configured vs effective settings, latency percentiles.")
+    an.add_argument("paths", nargs="+", metavar="PATH", help="log files; several are merged by time")
+    out = an.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the ietop.analyze/1 JSON document")
+    an.add_argument("--csv", metavar="DIR", help="write one CSV table per entity into DIR")
+    an.add_argument("--parquet", metavar="DIR", help="write one Parquet table per entity into DIR")
+    an.add_argument("--since", metavar="TIME", help="ignore events before TIME (ISO-8601)")
+    an.add_argument("--until", metavar="TIME", help="ignore events after TIME (ISO-8601)")
+    an.add_argument("--engine", choices=["ollama", "vllm", "mlx"], help="skip detection: the logs are this engine's")
+    an.add_argument("--include-prompts", action="store_true",
+                    help="include prompt text found in DEBUG logs (omitted by default: it is private)")
+
+    sub.add_parser("demo", help="show the report of a bundled incident (no engine needed)",
+                   description="Analyze the bundled demo incident (real Ollama log excerpts).")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "analyze":
+            return _analyze(args)
+        if args.command == "demo":
+            return _demo()
+        parser.print_help()
+        print("\nThe live dashboard is not built yet: use `ietop analyze PATH…` or `ietop demo`.", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("ietop: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `ietop analyze --json | head`: the reader went away; not an error worth a traceback.
+        sys.stderr.close()
+        return EXIT_OK
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from ietop.pipeline import FormatError, SourceError, parse_time_arg
+
+    try:
+        since = parse_time_arg(args.since) if args.since else None
+        until = parse_time_arg(args.until) if args.until else None
+    except ValueError as exc:
+        print(f"ietop: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for path in args.paths:
+        p = Path(path)
+        if not p.exists():
+            print(f"ietop: error: {path}: no such file", file=sys.stderr)
+            return EXIT_USAGE
+        if p.is_dir():
+            print(f"ietop: error: {path}: is a directory, expected a log file", file=sys.stderr)
+            return EXIT_USAGE
+    from ietop.analyze.report import Analysis
+
+    try:
+        an = Analysis(args.paths, args.engine, since, until, args.include_prompts)
+    except (SourceError, FormatError) as exc:
+        print(f"ietop: error: {exc}", file=sys.stderr)
+        return EXIT_RUNTIME
+    except OSError as exc:
+        print(f"ietop: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_RUNTIME
+    try:
+        if args.csv or args.parquet:
+            from ietop.analyze.frames import write_tables
+
+            for directory, fmt in ((args.csv, "csv"), (args.parquet, "parquet")):
+                if directory:
+                    written = write_tables(an, directory, fmt)
+                    print(f"wrote {len(written)} {fmt} tables to {directory}", file=sys.stderr)
+        if args.json:
+            an.write_json(sys.stdout)
+            sys.stdout.flush()
+        elif not (args.csv or args.parquet):
+            from ietop.analyze.text import print_report
+
+            print_report(an)
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            raise
+        print(f"ietop: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_RUNTIME
+    finally:
+        an.close()
+    return EXIT_OK
+
+
+def demo_paths() -> list[str]:
+    """The bundled demo incident (package data)."""
+    root = resources.files("ietop") / "demo"
+    return sorted(str(p) for p in root.iterdir() if p.name.endswith(".log"))
+
+
+def _demo() -> int:
+    from ietop.analyze.report import Analysis
+    from ietop.analyze.text import print_report
+
+    an = Analysis(demo_paths())
+    try:
+        print_report(an)
+    finally:
+        an.close()
+    return EXIT_OK

@@ -1,0 +1,3 @@
+"""ietop/model"""
+
+from __future__ import annotations

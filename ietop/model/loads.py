@@ -1,0 +1,223 @@
+"""Load episodes, unloads and residency, and the join of loads with the requests that waited for them.
+
+The joins follow reference/ollama-summary.md ("Load ↔ request"): a load episode runs from its first line
+(a fit decision, an eviction, `updated VRAM…` or the runner launch) to its completion or failure. An
+access line arrives only when its request finishes, so a request is matched against the loads that
+completed (or failed) inside its lifetime [t_end − latency, t_end]: it waited for that load (`cold_load`).
+The one that arrived closest to the start of the episode is the load's trigger; the others queued
+behind it. Access lines have one-second resolution, hence the tolerance.
+
+Unloads are assembled from several lines (an INFO eviction decision, DEBUG victim lines, the stop/
+unloaded steps, the WARN that VRAM did not recover) that describe one unload; lines within a short
+window are folded into one record.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from datetime import datetime
+
+from ietop.model.records import Load, Ref, Request, Unload
+
+TOL_S = 1.0
+"""Access-line timestamps have one-second resolution."""
+PRELUDE_S = 30.0
+"""A decision or eviction line opens an episode only if a launch follows within this many seconds."""
+UNLOAD_FOLD_S = 15.0
+"""Lines of one unload (decision, victim, stop, VRAM wait ~5 s later) fall inside this window."""
+ATTRIBUTION_HORIZON_S = 4 * 3600.0
+"""How long a finished load waits for the access lines of the requests that waited for it."""
+MAX_RECENT = 256
+
+Emit = Callable[[str, object], None]
+
+
+class LoadTracker:
+    """Per-store tracker of load episodes, unloads and resident models."""
+
+    def __init__(self, emit: Emit) -> None:
+        self._emit = emit
+        self._open: dict[int, Load] = {}
+        self._prelude: dict[int, tuple[float, datetime | None, Ref]] = {}
+        self._recent: deque[Load] = deque()
+        self._unloads: deque[Unload] = deque()
+        self._awaiting_for_model: dict[int, list[Unload]] = {}
+        self.resident: dict[str, float] = {}
+        self.loads_total = 0
+        self.unloads_total = 0
+
+    # -- load episodes -------------------------------------------------------------------------
+    def prelude(self, src: int, t: float, ts: datetime | None, ref: Ref) -> None:
+        """A line that usually precedes a launch (eviction, `updated VRAM…`)."""
+        if src not in self._open and src not in self._prelude:
+            self._prelude[src] = (t, ts, ref)
+
+    def open(self, src: int, t: float, ts: datetime | None, ref: Ref, engine: str) -> Load:
+        """The load in progress for this source, opened now if there is none."""
+        load = self._open.get(src)
+        if load is not None:
+            return load
+        begin = self._prelude.pop(src, None)
+        if begin is not None and t - begin[0] <= PRELUDE_S:
+            load = Load(begin[1], begin[0], engine, begin[2])
+        else:
+            load = Load(ts, t, engine, ref)
+        self._open[src] = load
+        return load
+
+    def current(self, src: int) -> Load | None:
+        return self._open.get(src)
+
+    def started(self, src: int, t: float, ts: datetime | None, ref: Ref, engine: str) -> Load:
+        """A runner launch line: a new episode unless the open one has not launched yet."""
+        load = self._open.get(src)
+        if load is not None and load.t_start is not None:
+            self._close(src, "incomplete", t, None)
+            load = None
+        load = self.open(src, t, ts, ref, engine)
+        load.t_start = t
+        return load
+
+    def done(self, src: int, t: float, ts: datetime | None, ref: Ref, engine: str, duration: float) -> None:
+        load = self._open.get(src)
+        if load is None:
+            load = Load(ts, t - duration, engine, ref)
+            self._open[src] = load
+        load.duration_s = duration
+        load.done_ref = ref
+        self._close(src, "ok", t, ref)
+
+    def failed(self, src: int, t: float) -> bool:
+        """A load error: closes the open episode as failed. False when no load was in progress."""
+        if src not in self._open:
+            return False
+        self._close(src, "failed", t, None)
+        return True
+
+    def _close(self, src: int, status: str, t: float, ref: Ref | None) -> None:
+        load = self._open.pop(src)
+        load.status = status
+        load.t_end = t
+        if load.duration_s is None and status != "incomplete":
+            load.duration_s = round(t - (load.t_start if load.t_start is not None else load.t_begin), 3)
+        self.loads_total += 1
+        if status == "ok" and load.model is not None:
+            self.resident[load.model] = t
+        for unload in self._awaiting_for_model.pop(src, []):
+            unload.for_model = load.model
+        self._recent.append(load)
+        while len(self._recent) > MAX_RECENT:
+            self._emit("load", self._recent.popleft())
+
+    def set_model(self, src: int, load: Load, model: str | None) -> None:
+        if model is None:
+            return
+        load.model = model
+        for unload in self._awaiting_for_model.get(src, []):
+            unload.for_model = model
+
+    # -- the request join ----------------------------------------------------------------------
+    def attribute(self, req: Request) -> None:
+        """Mark a finished request that waited for a load, and offer it as that load's trigger."""
+        if not req.inference:
+            return
+        for load in self._recent:
+            if load.t_end is None or load.engine != req.engine:
+                continue
+            begin = load.t_begin
+            if not (req.t_start <= load.t_end + TOL_S and req.t_end + TOL_S >= load.t_end):
+                continue
+            if req.t_start < begin - 2 * TOL_S:
+                continue  # was running before the episode began: another model's request
+            gap = abs(req.t_start - begin)
+            waited = max(0.0, load.t_end - max(req.t_start, begin))
+            if load.status == "ok":
+                req.cold_load = True
+                req.load_s = round(waited, 3)
+                if req.model is None:
+                    req.model = load.model
+            if gap < load.trigger_gap and req.t_start <= begin + TOL_S:
+                if load.trigger is not None:
+                    load.waiters += 1
+                load.trigger = req
+                load.trigger_gap = gap
+                if load.status == "ok":
+                    req.load_s = load.duration_s if load.duration_s is not None else req.load_s
+            else:
+                load.waiters += 1
+        for load in self._open.values():
+            # Ended while its load was still running: an abort (499) or a failure during the load.
+            aborted = load.engine == req.engine and req.t_start <= load.t_begin + TOL_S and req.status >= 400
+            if aborted and load.trigger is None:
+                load.trigger = req
+                load.trigger_gap = abs(req.t_start - load.t_begin)
+
+    # -- unloads -------------------------------------------------------------------------------
+    def unload(
+        self,
+        src: int,
+        t: float,
+        ts: datetime | None,
+        ref: Ref,
+        engine: str,
+        reason: str,
+        model: str | None = None,
+        num_ctx: int | None = None,
+        attach_only: bool = False,
+    ) -> Unload | None:
+        """Fold a line into the unload it belongs to, or start a new unload record."""
+        for u in reversed(self._unloads):
+            if t - u.t > UNLOAD_FOLD_S:
+                break
+            if u.engine != engine or (model and u.model and _short(model) != _short(u.model)):
+                continue
+            if reason in (u.reason, "unknown") or u.reason == "unknown":
+                if u.reason == "unknown":
+                    u.reason = reason
+                u.model = u.model or model
+                u.num_ctx = u.num_ctx or num_ctx
+                u.evidence.append(ref)
+                return u
+        if attach_only:
+            reason = "unknown"
+        u = Unload(ts, t, engine, reason, ref, model, None, num_ctx, [], [ref])
+        self._unloads.append(u)
+        self.unloads_total += 1
+        if reason in ("evicted", "switched"):
+            load = self._open.get(src)
+            if load is not None and load.model is not None:
+                u.for_model = load.model
+            else:
+                self._awaiting_for_model.setdefault(src, []).append(u)
+        self._drop_resident(model, t)
+        return u
+
+    def _drop_resident(self, model: str | None, t: float) -> None:
+        if model is not None:
+            for key in list(self.resident):
+                if _short(key) == _short(model):
+                    del self.resident[key]
+        elif len(self.resident) == 1:
+            self.resident.clear()
+
+    def advance(self, t: float) -> None:
+        """Finalize what can no longer change: old unloads and loads past the attribution horizon."""
+        while self._unloads and t - self._unloads[0].t > UNLOAD_FOLD_S * 4:
+            self._emit("unload", self._unloads.popleft())
+        while self._recent and self._recent[0].t_end is not None and t - self._recent[0].t_end > ATTRIBUTION_HORIZON_S:
+            self._emit("load", self._recent.popleft())
+
+    def flush(self) -> None:
+        for src in list(self._open):
+            load = self._open[src]
+            self._close(src, "incomplete", load.t_start if load.t_start is not None else load.t_begin, None)
+        while self._recent:
+            self._emit("load", self._recent.popleft())
+        while self._unloads:
+            self._emit("unload", self._unloads.popleft())
+
+
+def _short(model: str) -> str:
+    """Blob paths and names compare by their last path element (`sha256-…`, `gemma3:1b`)."""
+    return model.replace("\\", "/").rsplit("/", 1)[-1]

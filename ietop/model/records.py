@@ -1,0 +1,197 @@
+"""The records the store derives from events: requests, loads, unloads, truncations, errors.
+
+They are mutable while the store can still join them (a load learns its trigger request after the
+request's access line arrives, which is after the load completed); once the store finalizes a record it
+hands it to a sink and never touches it again. ``as_dict`` gives the `ietop.analyze/1` JSON shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+INFERENCE_PATHS = frozenset(
+    {
+        "/api/generate",
+        "/api/chat",
+        "/api/embed",
+        "/api/embeddings",
+        "/v1/chat/completions",
+        "/v1/completions",
+        "/v1/embeddings",
+        "/v1/responses",
+        "/v1/messages",
+        "/v1/audio/transcriptions",
+    }
+)
+
+
+def is_inference(method: str, path: str) -> bool:
+    """Inference traffic, as opposed to probes and management calls (`HEAD /`, `/api/tags`, …)."""
+    return method == "POST" and path.split("?", 1)[0] in INFERENCE_PATHS
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """Where a fact came from: source index (into the store's source list) and 1-based line."""
+
+    src: int
+    line: int
+
+
+def iso(ts: datetime | None) -> str | None:
+    return ts.isoformat() if ts is not None else None
+
+
+@dataclass(slots=True)
+class Request:
+    time: datetime | None
+    t_end: float
+    t_start: float
+    engine: str
+    method: str
+    path: str
+    status: int
+    client: str | None
+    latency_s: float | None
+    ref: Ref
+    model: str | None = None
+    inference: bool = False
+    prompt_tokens: int | None = None
+    prompt_tokens_source: str | None = None
+    prefill_tokens: int | None = None
+    cached_tokens: int | None = None
+    output_tokens: int | None = None
+    ttft_s: float | None = None
+    itl_s: float | None = None
+    cold_load: bool = False
+    load_s: float | None = None
+    truncated: bool = False
+
+    def as_dict(self, paths: Sequence[str]) -> dict[str, Any]:
+        return {
+            "time": iso(self.time),
+            "engine": self.engine,
+            "model": self.model,
+            "method": self.method,
+            "path": self.path,
+            "status": self.status,
+            "client": self.client,
+            "inference": self.inference,
+            "latency_s": self.latency_s,
+            "prompt_tokens": self.prompt_tokens,
+            "prompt_tokens_source": self.prompt_tokens_source,
+            "prefill_tokens": self.prefill_tokens,
+            "cached_tokens": self.cached_tokens,
+            "output_tokens": self.output_tokens,
+            "ttft_s": self.ttft_s,
+            "itl_s": self.itl_s,
+            "cold_load": self.cold_load,
+            "load_s": self.load_s,
+            "truncated": self.truncated,
+            "source": {"path": paths[self.ref.src], "line": self.ref.line},
+        }
+
+
+@dataclass(slots=True)
+class Load:
+    time: datetime | None
+    t_begin: float
+    engine: str
+    ref: Ref
+    model: str | None = None
+    runner: str | None = None
+    t_start: float | None = None
+    t_end: float | None = None
+    duration_s: float | None = None
+    status: str = "incomplete"
+    ctx: int | None = None
+    parallel: int | None = None
+    gpu_layers: int | None = None
+    kv_size: int | None = None
+    offload: tuple[int | None, int | None] | None = None
+    required: str | None = None
+    available: str | None = None
+    evicted: list[int] = field(default_factory=list)
+    trigger: Request | None = None
+    trigger_gap: float = float("inf")
+    waiters: int = 0
+    done_ref: Ref | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def as_dict(self, paths: Sequence[str]) -> dict[str, Any]:
+        trig = self.trigger
+        return {
+            "time": iso(self.time),
+            "engine": self.engine,
+            "model": self.model,
+            "duration_s": self.duration_s,
+            "ok": self.ok,
+            "status": self.status,
+            "ctx": self.ctx,
+            "parallel": self.parallel,
+            "gpu_layers": self.gpu_layers,
+            "kv_size": self.kv_size,
+            "offload": list(self.offload) if self.offload else None,
+            "required": self.required,
+            "available": self.available,
+            "runner": self.runner,
+            "queued_requests": self.waiters,
+            "trigger_request": None
+            if trig is None
+            else {
+                "time": iso(trig.time),
+                "method": trig.method,
+                "path": trig.path,
+                "latency_s": trig.latency_s,
+                "source": {"path": paths[trig.ref.src], "line": trig.ref.line},
+            },
+            "source": {"path": paths[self.ref.src], "line": self.ref.line},
+            "done_source": None
+            if self.done_ref is None
+            else {"path": paths[self.done_ref.src], "line": self.done_ref.line},
+        }
+
+
+@dataclass(slots=True)
+class Unload:
+    time: datetime | None
+    t: float
+    engine: str
+    reason: str
+    ref: Ref
+    model: str | None = None
+    for_model: str | None = None
+    num_ctx: int | None = None
+    vram_wait_s: list[float] = field(default_factory=list)
+    evidence: list[Ref] = field(default_factory=list)
+
+    def as_dict(self, paths: Sequence[str]) -> dict[str, Any]:
+        return {
+            "time": iso(self.time),
+            "engine": self.engine,
+            "model": self.model,
+            "reason": self.reason,
+            "for_model": self.for_model,
+            "num_ctx": self.num_ctx,
+            "vram_wait_s": self.vram_wait_s or None,
+            "source": {"path": paths[self.ref.src], "line": self.ref.line},
+            "evidence": [{"path": paths[r.src], "line": r.line} for r in self.evidence],
+        }
+
+
+@dataclass(slots=True)
+class Simple:
+    """Truncations, errors and prompt tasks: finalized as soon as they are seen."""
+
+    kind: str
+    data: dict[str, Any]
+    ref: Ref
+
+    def as_dict(self, paths: Sequence[str]) -> dict[str, Any]:
+        return {**self.data, "source": {"path": paths[self.ref.src], "line": self.ref.line}}

@@ -1,0 +1,381 @@
+"""The store: the single writer that turns events into requests, loads, unloads, truncations, errors,
+settings and latency sketches.
+
+Pure: it reads no clock and does no I/O. Events arrive with `t`, a sortable epoch-seconds key (the
+event's own time, or for a line with no time the last time seen in that source). Records that can no
+longer change are handed to a sink as soon as possible, so memory stays flat however long the log is:
+`analyze` spools them to disk, the dashboard keeps the newest in bounded tables.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, overload
+
+from ietop.model.config import Settings
+from ietop.model.loads import TOL_S, LoadTracker
+from ietop.model.records import Ref, Request, Simple, is_inference
+from ietop.model.sketch import Sketch
+from parsers import events as ev
+
+Sink = Callable[[str, Any], None]
+MAX_PENDING_FACTS = 4096
+
+
+@dataclass(slots=True)
+class SourceInfo:
+    path: str
+    engine: str
+    format: str | None = None
+    version: str | None = None
+    lines: int = 0
+    unparsed_lines: int = 0
+
+
+@dataclass(slots=True)
+class _Fact:
+    """Per-request facts seen before the request's access line (prompt size, timings)."""
+
+    t: float
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Task:
+    ref: Ref
+    t: float
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class SourcePaths(Sequence[str]):
+    """The paths of a store's sources, by index, as records need them for their `source` field."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[str]: ...
+    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
+        if isinstance(i, slice):
+            return [s.path for s in self._store.sources[i]]
+        return self._store.sources[i].path
+
+    def __len__(self) -> int:
+        return len(self._store.sources)
+
+
+class ListSink:
+    """Keeps every finalized record in memory (tests, small logs)."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, list[Any]] = {}
+
+    def __call__(self, kind: str, record: Any) -> None:
+        self.records.setdefault(kind, []).append(record)
+
+
+class Store:
+    """Consumes `(src, t, event)` in time order."""
+
+    def __init__(self, sink: Sink | None = None, include_prompts: bool = False) -> None:
+        self.sink: Sink = sink if sink is not None else ListSink()
+        self.include_prompts = include_prompts
+        self.sources: list[SourceInfo] = []
+        self.settings = Settings()
+        self.loads = LoadTracker(self.sink)
+        self.e2e = Sketch()
+        self.ttft = Sketch()
+        self.itl = Sketch()
+        self.counts: dict[str, int] = {}
+        self.version = 0
+        self._facts: dict[int, deque[_Fact]] = {}
+        self._tasks: dict[int, dict[int | None, _Task]] = {}
+        self._now = 0.0
+
+    def set_sink(self, sink: Sink) -> None:
+        """Route finalized records to `sink` (before any event is applied)."""
+        self.sink = sink
+        self.loads = LoadTracker(sink)
+
+    def add_source(self, path: str, engine: str) -> int:
+        self.sources.append(SourceInfo(path, engine))
+        return len(self.sources) - 1
+
+    def _count(self, kind: str) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+
+    def apply(self, src: int, t: float, event: ev.Event) -> None:
+        """Apply one event. `t` must not go backwards by more than a few seconds within a source."""
+        self.version += 1
+        self._now = max(self._now, t)
+        ref = Ref(src, event.line)
+        engine = self.sources[src].engine
+        ts = event.ts
+        s = self.settings
+        loads = self.loads
+        if isinstance(event, ev.Unparsed):
+            self.sources[src].unparsed_lines += 1
+        elif isinstance(event, ev.HttpAccess):
+            self._request(src, t, event, ref, engine)
+        elif isinstance(event, ev.LoadDecision):
+            if event.co_resident:
+                loads.prelude(src, t, ts, ref)
+            else:
+                load = loads.open(src, t, ts, ref, engine)
+                loads.set_model(src, load, _model(event.model))
+                load.parallel = event.parallel or load.parallel
+                load.required = event.required
+                load.available = event.available
+                s.observe("parallel", event.parallel, ref)
+        elif isinstance(event, ev.LoadStart):
+            load = loads.started(src, t, ts, ref, engine)
+            load.runner = event.runner
+            loads.set_model(src, load, _model(event.model))
+            load.ctx = event.ctx_total
+            load.parallel = event.parallel or load.parallel
+            load.gpu_layers = event.gpu_layers
+            s.observe("ctx_total", event.ctx_total, ref)
+            s.observe("parallel", event.parallel, ref)
+            if event.ctx_total and event.parallel:
+                s.observe("ctx_per_slot", event.ctx_total // event.parallel, ref)
+        elif isinstance(event, ev.LoadRequest):
+            load = loads.open(src, t, ts, ref, engine)
+            load.parallel = event.parallel
+            load.kv_size = event.kv_size
+            load.ctx = event.kv_size
+            s.observe("parallel", event.parallel, ref)
+            s.observe("ctx_total", event.kv_size, ref)
+            s.observe("kv_cache_type", event.kv_cache_type, ref)
+            s.observe("batch_size", event.batch_size, ref)
+            s.observe("load_request_op", event.op, ref)
+            if event.kv_size and event.parallel:
+                s.observe("ctx_per_slot", event.kv_size // event.parallel, ref)
+        elif isinstance(event, ev.Offload):
+            current = loads.current(src)
+            if current is not None:
+                current.offload = (event.offloaded, event.total)
+            s.observe("gpu_layers", f"{event.offloaded}/{event.total}" if event.total else event.offloaded, ref)
+        elif isinstance(event, ev.LoadDone):
+            loads.done(src, t, ts, ref, engine, event.duration_s)
+            self._count("loads_ok")
+        elif isinstance(event, ev.RunnersLoaded):
+            s.observe("loaded_models", event.count, ref)
+        elif isinstance(event, ev.ContextSize):
+            self._context(src, event, ref)
+        elif isinstance(event, ev.Eviction):
+            loads.prelude(src, t, ts, ref)
+            loads.unload(src, t, ts, ref, engine, event.reason, _model(event.model), event.num_ctx)
+        elif isinstance(event, ev.UnloadStep):
+            self._unload_step(src, t, event, ref, engine)
+        elif isinstance(event, ev.IdleTimer):
+            s.observe("keep_alive", event.duration, ref)
+            s.observe("runner_num_ctx", event.num_ctx, ref)
+        elif isinstance(event, ev.Truncation):
+            self._truncation(src, t, event, ref)
+        elif isinstance(event, (ev.PromptTask, ev.Timing, ev.SlotRelease, ev.PrefillProgress, ev.CacheSlot)):
+            self._task_event(src, t, event, ref)
+        elif isinstance(event, ev.ErrorEvent):
+            self._error(src, t, event, ref, engine)
+        elif isinstance(event, ev.ServerStart):
+            info = self.sources[src]
+            info.version = event.version or info.version
+            s.observe("listen", event.listen, ref)
+            s.observe("version", event.version, ref)
+        elif isinstance(event, ev.ServerConfig):
+            s.claim_env(event.settings, ref)
+        elif isinstance(event, ev.DefaultContext):
+            s.claim("default_context_length", event.ctx, ref)
+        elif isinstance(event, ev.GpuInfo):
+            self._count("gpus")
+        elif isinstance(event, ev.PromptText):
+            # Prompt text is private: it leaves the store only when the user asked for it.
+            self._count("prompt_text_lines")
+            if self.include_prompts:
+                self.sink("prompt", Simple("prompt", {"time": _iso(ts), "text": event.text}, ref))
+        self.loads.advance(t)
+
+    # -- requests ------------------------------------------------------------------------------
+    def _request(self, src: int, t: float, event: ev.HttpAccess, ref: Ref, engine: str) -> None:
+        latency = event.latency_s
+        req = Request(
+            event.ts, t, t - (latency or 0.0), engine, event.method, event.path, event.status,
+            event.client, latency, ref, inference=is_inference(event.method, event.path),
+        )
+        if req.inference:
+            self._count("inference_requests")
+            self._enrich(src, req)
+            self.loads.attribute(req)
+            if latency is not None and req.status < 400:
+                self.e2e.add(latency)
+            if req.ttft_s is not None:
+                self.ttft.add(req.ttft_s)
+            if req.itl_s is not None:
+                self.itl.add(req.itl_s)
+        self._count("requests")
+        self.sink("request", req)
+
+    def _enrich(self, src: int, req: Request) -> None:
+        """Give a finished request the oldest per-request facts logged inside its lifetime (FIFO)."""
+        facts = self._facts.get(src)
+        while facts:
+            fact = facts[0]
+            if fact.t < req.t_start - TOL_S:
+                facts.popleft()  # belonged to a request whose access line we never saw
+                continue
+            if fact.t > req.t_end + TOL_S:
+                return
+            facts.popleft()
+            for key, value in fact.data.items():
+                setattr(req, key, value)
+            return
+
+    def _push_fact(self, src: int, t: float, data: dict[str, Any], merge_with_truncation: bool) -> None:
+        facts = self._facts.setdefault(src, deque())
+        if merge_with_truncation and facts and facts[-1].data.get("truncated") and t - facts[-1].t <= 2.0:
+            last = facts[-1].data
+            for key, value in data.items():
+                if key not in ("prompt_tokens", "prompt_tokens_source") or "prompt_tokens" not in last:
+                    last[key] = value
+            return
+        facts.append(_Fact(t, data))
+        while len(facts) > MAX_PENDING_FACTS:
+            facts.popleft()
+
+    def _truncation(self, src: int, t: float, event: ev.Truncation, ref: Ref) -> None:
+        self._count("truncations")
+        self.sink(
+            "truncation",
+            Simple("truncation", {
+                "time": _iso(event.ts), "limit": event.limit, "prompt": event.prompt, "keep": event.keep,
+                "new": event.new, "truncated": event.truncated, "form": event.form,
+            }, ref),
+        )
+        if event.form != "input_truncated":
+            self.settings.observe("ctx_per_slot_limit", event.limit, ref)
+        data: dict[str, Any] = {"truncated": event.truncated}
+        if event.prompt is not None:
+            data["prompt_tokens"] = event.prompt
+            data["prompt_tokens_source"] = "truncation"
+        self._push_fact(src, t, data, merge_with_truncation=False)
+
+    def _task_event(self, src: int, t: float, event: ev.Event, ref: Ref) -> None:
+        tasks = self._tasks.setdefault(src, {})
+        if isinstance(event, ev.CacheSlot):
+            self._push_fact(src, t, {
+                "prompt_tokens": event.prompt, "prompt_tokens_source": "log",
+                "cached_tokens": event.used, "prefill_tokens": event.remaining,
+            }, merge_with_truncation=True)
+            self.sink("task", Simple("task", {
+                "time": _iso(event.ts), "slot": event.slot, "task": None, "prompt_tokens": event.prompt,
+                "cached_tokens": event.used, "prefill_tokens": event.remaining,
+            }, ref))
+            return
+        key = getattr(event, "task", None)
+        if isinstance(event, ev.PromptTask):
+            if key in tasks:
+                self._finish_task(src, key)
+            tasks[key] = _Task(ref, t, {
+                "time": _iso(event.ts), "slot": event.slot, "task": event.task, "n_ctx_slot": event.n_ctx_slot,
+                "n_keep": event.n_keep, "prompt_tokens": event.n_tokens,
+            })
+            self.settings.observe("ctx_per_slot", event.n_ctx_slot, ref)
+            return
+        task = tasks.get(key)
+        if task is None:
+            task = tasks[key] = _Task(ref, t, {"time": _iso(event.ts), "task": key})
+        d = task.data
+        if isinstance(event, ev.PrefillProgress):
+            d.setdefault("progress", []).append(
+                {"n_tokens": event.n_tokens, "progress": event.progress, "t_s": event.t_s})
+        elif isinstance(event, ev.Timing):
+            name = "prompt_eval" if event.kind == "prompt" else event.kind
+            d[f"{name}_ms"] = event.ms
+            d[f"{name}_tokens"] = event.tokens
+            if event.kind == "total":
+                self._finish_task(src, key)
+        elif isinstance(event, ev.SlotRelease):
+            d["truncated"] = event.truncated
+            self._finish_task(src, key)
+
+    def _finish_task(self, src: int, key: int | None) -> None:
+        task = self._tasks.get(src, {}).pop(key, None)
+        if task is None:
+            return
+        d = task.data
+        fact: dict[str, Any] = {}
+        prompt = d.get("prompt_tokens")  # the whole prompt (llama-server task.n_tokens)
+        evaluated = d.get("prompt_eval_tokens")  # only the tokens computed, not served from cache
+        if prompt is not None or evaluated is not None:
+            # Without a task line (E0/E2 print_timings) the evaluated count is the whole prompt.
+            fact["prompt_tokens"] = prompt if prompt is not None else evaluated
+            fact["prompt_tokens_source"] = "log"
+        if evaluated is not None:
+            fact["prefill_tokens"] = evaluated
+            if prompt is not None:
+                fact["cached_tokens"] = max(0, prompt - evaluated)
+            # A lower bound: prefill only, not queueing or a load (those lines carry no time).
+            fact["ttft_s"] = round(d["prompt_eval_ms"] / 1000.0, 6)
+        if d.get("eval_tokens"):
+            fact["output_tokens"] = d["eval_tokens"]
+            fact["itl_s"] = round(d["eval_ms"] / d["eval_tokens"] / 1000.0, 6)
+        if d.get("truncated"):
+            fact["truncated"] = True
+        self._push_fact(src, task.t, fact, merge_with_truncation=True)
+        self.sink("task", Simple("task", d, task.ref))
+
+    # -- the rest ------------------------------------------------------------------------------
+    def _context(self, src: int, event: ev.ContextSize, ref: Ref) -> None:
+        name = {"total": "ctx_total", "per_slot": "ctx_per_slot", "train": "n_ctx_train"}.get(event.kind)
+        if name is None:
+            return
+        self.settings.observe(name, event.ctx, ref)
+        load = self.loads.current(src)
+        if load is not None and event.kind == "total" and load.ctx is None:
+            load.ctx = event.ctx
+
+    def _unload_step(self, src: int, t: float, event: ev.UnloadStep, ref: Ref, engine: str) -> None:
+        model = _model(event.model)
+        if event.stage == "expire":
+            self.loads.unload(src, t, event.ts, ref, engine, "expired", model, event.num_ctx)
+        elif event.stage == "switch":
+            self.loads.unload(src, t, event.ts, ref, engine, "switched", model)
+        else:
+            u = self.loads.unload(src, t, event.ts, ref, engine, "unknown", model, event.num_ctx, attach_only=True)
+            if u is not None and event.seconds is not None:
+                u.vram_wait_s.append(event.seconds)
+
+    def _error(self, src: int, t: float, event: ev.ErrorEvent, ref: Ref, engine: str) -> None:
+        self._count("errors")
+        self.sink("error", Simple("error", {"time": _iso(event.ts), "kind": event.kind, "message": event.message}, ref))
+        if event.kind in ("load_failed", "client_abort", "oom", "runner_crash"):
+            was_loading = self.loads.failed(src, t)
+            if event.kind == "runner_crash" and not was_loading and self.loads.resident:
+                self.loads.unload(src, t, event.ts, ref, engine, "crashed")
+
+    def flush(self) -> None:
+        """End of input: finalize everything still open."""
+        for src, tasks in self._tasks.items():
+            for key in list(tasks):
+                self._finish_task(src, key)
+        self.loads.flush()
+
+
+def _model(model: str | None) -> str | None:
+    """Blob paths are shortened to their digest (`sha256-0800cbac9c20`); names are kept."""
+    if not model:
+        return None
+    tail = model.replace("\\", "/").rsplit("/", 1)[-1]
+    if tail.startswith(("sha256-", "sha256:")):
+        return "sha256-" + tail[7:19]
+    if "/" in model and model.startswith("registry.ollama.ai/library/"):
+        return model[len("registry.ollama.ai/library/") :]
+    return model if "/" not in model or ":" in tail else tail
+
+
+def _iso(ts: datetime | None) -> str | None:
+    return ts.isoformat() if ts is not None else None

@@ -1,0 +1,137 @@
+"""Wires sources to parsers to the store. Shared by `analyze` (files, as fast as possible) and, later, by
+replay and the live dashboard (the same events, from a tailer).
+
+Files are read in streaming chunks; each line is framed, stripped of envelopes and parsed; the events of
+several files are merged by time with `heapq.merge`, which holds one pending event per file, so memory
+does not grow with the size of the logs.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from ietop.model.store import Store
+from ietop.sources.files import SourceError, read_chunks
+from parsers.detect import detect_engine
+from parsers.envelope import strip_envelope
+from parsers.events import Event
+from parsers.framing import split_lines
+from parsers.ollama import ERAS, OllamaParser
+
+DETECT_LINES = 200
+_EPOCH_NAIVE = datetime(1970, 1, 1)  # noqa: DTZ001 - naive on purpose: log clocks without a zone
+SUPPORTED = ("ollama",)
+
+
+class FormatError(Exception):
+    """The file is readable but is not a log ietop can parse (one-line message)."""
+
+
+def epoch(ts: datetime) -> float:
+    """Sortable seconds. A naive time (the log gave no zone) is read as UTC: only order matters here."""
+    if ts.tzinfo is None:
+        return (ts - _EPOCH_NAIVE).total_seconds()
+    return ts.timestamp()
+
+
+@dataclass(slots=True)
+class FileInput:
+    path: str
+    engine: str
+    parser: OllamaParser
+    src: int
+    lines: int = 0
+
+
+def sniff(path: str, engine: str | None = None) -> str:
+    """The engine of a file: given, or detected from its first lines. Raises FormatError/SourceError."""
+    if engine is not None:
+        if engine not in SUPPORTED:
+            raise FormatError(f"{path}: engine {engine!r} is not supported by analyze yet (supported: ollama)")
+        return engine
+    head: list[str] = []
+    for line in split_lines(read_chunks(path, 1 << 16)):
+        st = strip_envelope(line.text)
+        if st.text:
+            head.append(st.text)
+        if len(head) >= DETECT_LINES:
+            break
+    if not head:
+        raise FormatError(f"{path}: empty log, nothing to analyze")
+    found = detect_engine(head)
+    if found is None:
+        raise FormatError(f"{path}: unknown log format (not an Ollama, vLLM or MLX log); pass --engine to force one")
+    if found not in SUPPORTED:
+        raise FormatError(f"{path}: looks like a {found} log; analyze supports only Ollama logs so far")
+    return found
+
+
+def file_events(inp: FileInput) -> Iterator[tuple[float, int, int, Event]]:
+    """(t, src, seq, event) for one file. A line without a time takes the last time seen before it."""
+    parser = inp.parser
+    src = inp.src
+    last_t = float("-inf")
+    seq = 0
+    n = 0
+    for line in split_lines(read_chunks(inp.path)):
+        n += 1
+        st = strip_envelope(line.text)
+        text = st.text
+        if not text:
+            continue
+        for event in parser.parse(n, text, st.ts):
+            ts = event.ts
+            if ts is not None:
+                t = epoch(ts)
+                # Interleaved writers jitter by milliseconds; never let one line reorder the stream.
+                last_t = t if t > last_t else last_t
+            seq += 1
+            yield (last_t, src, seq, event)
+    inp.lines = n
+
+
+def run_files(
+    store: Store,
+    paths: Iterable[str],
+    engine: str | None = None,
+    since: float | None = None,
+    until: float | None = None,
+) -> list[FileInput]:
+    """Analyze files into `store`; returns the inputs (with line counts). Raises SourceError/FormatError."""
+    inputs: list[FileInput] = []
+    for path in paths:
+        found = sniff(path, engine)
+        src = store.add_source(path, found)
+        inputs.append(FileInput(path, found, OllamaParser(), src))
+    streams = [file_events(inp) for inp in inputs]
+    merged: Iterable[tuple[float, int, int, Event]] = (
+        streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda x: (x[0], x[1], x[2]))
+    )
+    apply = store.apply
+    for t, src, _seq, event in merged:
+        if (since is not None and t < since) or (until is not None and t > until):
+            continue
+        apply(src, t if t != float("-inf") else 0.0, event)
+    store.flush()
+    for inp in inputs:
+        info = store.sources[inp.src]
+        info.lines = inp.lines
+        era = inp.parser.era
+        info.format = ERAS.get(era, era) if era else "ollama (era not determined)"
+        info.version = info.version or inp.parser.version
+    return inputs
+
+
+def parse_time_arg(text: str) -> float:
+    """`--since/--until`: ISO-8601; a value without a zone is read like the log's zone-less clocks."""
+    try:
+        ts = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(f"invalid time {text!r}: use ISO-8601, e.g. 2025-02-20T16:34:00") from exc
+    return epoch(ts)
+
+
+__all__ = ["FormatError", "SourceError", "epoch", "parse_time_arg", "run_files", "sniff"]

@@ -1,0 +1,3 @@
+"""Pure, stdlib-only parsers: engine log lines and API bodies to typed events."""
+
+from __future__ import annotations

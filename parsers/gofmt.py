@@ -1,0 +1,115 @@
+"""Go-side text formats shared by Ollama's server and runners: slog text lines, Go std-log lines,
+`time.Duration` strings and slog attribute lists.
+
+Kept apart from the Ollama message table so the grammar (how a line is built) and the vocabulary (what
+a message means) can change independently: the grammar has been stable since v0.1.21, the vocabulary
+changes in almost every release.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+
+# slog text handler: time=… level=… source=file.go:N msg=… attrs…  (source is absent in a few builds)
+SLOG_RE = re.compile(
+    r'time=(?P<time>\S+) level=(?P<level>[A-Z]+(?:[+-]\d+)?)(?: source=(?P<source>\S+))? '
+    r'msg=(?P<msg>"(?:[^"\\]|\\.)*"|\S*) ?(?P<attrs>.*)$'
+)
+# Go std log: 2024/06/02 18:43:45 routes.go:1007: [INFO ]message
+GOLOG_RE = re.compile(
+    r"(?P<date>\d{4}/\d{2}/\d{2}) (?P<clock>\d{2}:\d{2}:\d{2}) (?P<file>[\w.]+\.go):(?P<line>\d+): "
+    r"(?:(?P<level>INFO|WARN|ERROR|DEBUG) )?(?P<msg>.*)$"
+)
+_ATTR_RE = re.compile(r'("(?:[^"\\]|\\.)*"|[^\s=]+)=("(?:[^"\\]|\\.)*"|\S*)')
+_DURATION_PART_RE = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|µs|μs|ns|m|s)")
+_DURATION_FULL_RE = re.compile(r"-?(?:\d+(?:\.\d+)?(?:h|ms|us|µs|μs|ns|m|s))+")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ns": 1e-9}
+
+
+def unquote(value: str) -> str:
+    """Undo Go `%q` quoting of an slog value (only the escapes slog emits matter here)."""
+    if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
+        inner = value[1:-1]
+        if "\\" in inner:
+            inner = inner.replace('\\"', '"').replace("\\\\", "\\")
+        return inner
+    return value
+
+
+def parse_attrs(attrs: str) -> dict[str, str]:
+    """Tokenize `k=v k2="v 2"` into a dict of unquoted strings. Later keys win."""
+    return {unquote(k): unquote(v) for k, v in _ATTR_RE.findall(attrs)}
+
+
+def parse_go_duration(text: str) -> float | None:
+    """`1h24m39s`, `7.6964767s`, `444.455595ms`, `16.724µs`, `0s` → seconds; None if not a duration."""
+    text = text.strip()
+    if not text or _DURATION_FULL_RE.fullmatch(text) is None:
+        return None
+    sign = -1.0 if text.startswith("-") else 1.0
+    total = 0.0
+    for number, unit in _DURATION_PART_RE.findall(text):
+        total += float(number) * _UNIT_S[unit]
+    return sign * total
+
+
+_TZ_CACHE: dict[str, timezone] = {}
+
+
+def parse_slog_time(text: str) -> datetime | None:
+    """slog `time=` value: RFC3339 with ms and an offset (`Z`, `+01:00`); Windows builds may omit it."""
+    try:
+        if text.endswith("Z"):
+            return datetime.fromisoformat(text[:-1]).replace(tzinfo=timezone.utc)
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def parse_golog_time(date: str, clock: str) -> datetime | None:
+    """`2024/06/02` + `18:43:45` → naive local datetime (Go std log carries no zone)."""
+    try:
+        return datetime(  # noqa: DTZ001 - the Go std log has no zone
+            int(date[0:4]), int(date[5:7]), int(date[8:10]), int(clock[0:2]), int(clock[3:5]), int(clock[6:8])
+        )
+    except ValueError:
+        return None
+
+
+def with_offset(naive: datetime, offset: timedelta | None) -> datetime:
+    """Attach a learned UTC offset to a naive local time; leave it naive when the offset is unknown."""
+    if offset is None:
+        return naive
+    key = str(offset)
+    tz = _TZ_CACHE.get(key)
+    if tz is None:
+        tz = timezone(offset)
+        _TZ_CACHE[key] = tz
+    return naive.replace(tzinfo=tz)
+
+
+_HUMAN_RE = re.compile(r"([0-9.]+)\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)")
+_HUMAN_UNIT = {
+    "B": 1,
+    "KiB": 1 << 10,
+    "MiB": 1 << 20,
+    "GiB": 1 << 30,
+    "TiB": 1 << 40,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+}
+
+
+def parse_human_bytes(text: str | None) -> int | None:
+    """`"11.3 GiB"` (Go HumanBytes2) or a raw byte count → bytes."""
+    if not text:
+        return None
+    if text.isdigit():
+        return int(text)
+    m = _HUMAN_RE.fullmatch(text.strip())
+    if m is None:
+        return None
+    return int(float(m.group(1)) * _HUMAN_UNIT[m.group(2)])

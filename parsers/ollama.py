@@ -1,0 +1,213 @@
+"""Ollama server log → events, for every log era (E0 2023 Go std-log … E5 v0.30+ llama-server).
+
+One `OllamaParser` per log file: it is a small pure state machine (the learned UTC offset that turns
+GIN's zone-less clock into an aware time, the last llama-server task id for continuation lines, and the
+evidence of which era wrote the log). `parse()` takes the inner line (outer envelopes already stripped)
+and never raises: an unrecognised line yields a single `Unparsed`.
+
+Messages are matched on `msg` text only, never on `source=file.go:N` (line numbers move every release).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+
+from parsers import llamacpp
+from parsers.events import (
+    ErrorEvent,
+    Event,
+    HttpAccess,
+    LoadDone,
+    LoadStart,
+    ServerConfig,
+    ServerStart,
+    Unparsed,
+)
+from parsers.gofmt import (
+    GOLOG_RE,
+    SLOG_RE,
+    parse_go_duration,
+    parse_golog_time,
+    parse_slog_time,
+    unquote,
+    with_offset,
+)
+from parsers.ollama_msgs import env_map, slog_events
+
+GIN_RE = re.compile(
+    r"\[GIN\] (\d{4})/(\d{2})/(\d{2}) - (\d{2}):(\d{2}):(\d{2}) \|\s*(\d{3})\s*\|\s*(\S+)\s*\|\s*(\S*)\s*\|\s*"
+    r'([A-Z]+)\s+"((?:[^"\\]|\\.)*)"'
+)
+_LISTEN_RE = re.compile(r"Listening on (\S+) \(version ([^)]+)\)")
+_GLUED_SLOG_RE = re.compile(r"time=\d{4}-\d{2}-\d{2}T")
+_STARTED_RE = re.compile(r"(?:llama runner|llama-server) started in ([0-9.]+) seconds")
+_LLAMA_SERVER_PREFIXES = ("slot ", "srv ", "que ", "cmn ", "\t", " ")
+_TEXT_SERVER_PREFIXES = ("INFO [", "DEBUG [", "WARN [", "ERR [", "ERROR [", "VERB [")
+
+ERAS = {
+    "E0": "E0 v0.0.x-v0.1.17 (Go std-log, llama.cpp server)",
+    "E1": "E1 v0.1.18-v0.1.31 (cgo llama.cpp)",
+    "E2": "E2 v0.1.32-v0.3.14 (ollama_llama_server subprocess)",
+    "E3": "E3 v0.4.0-v0.11.4 (Go runners)",
+    "E4": "E4 v0.11.5-v0.24.x (new memory management)",
+    "E5": "E5 v0.30.0+ (llama-server)",
+}
+
+
+def era_of_version(version: str) -> str | None:
+    """Map an Ollama release to its log era (see reference/ollama-formats.md §0)."""
+    m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version)
+    if m is None:
+        return None
+    v = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+    if v >= (0, 30, 0):
+        return "E5"
+    if v >= (0, 11, 5):
+        return "E4"
+    if v >= (0, 4, 0):
+        return "E3"
+    if v >= (0, 1, 32):
+        return "E2"
+    if v >= (0, 1, 18):
+        return "E1"
+    return "E0"
+
+
+class OllamaParser:
+    """Stateful-but-pure parser of one Ollama log stream."""
+
+    engine = "ollama"
+
+    def __init__(self) -> None:
+        self.offset: timedelta | None = None
+        self.version: str | None = None
+        self.era_evidence: set[str] = set()
+        self._server = llamacpp.ServerLineState()
+        self._last_ts: datetime | None = None
+
+    @property
+    def era(self) -> str | None:
+        """The era named by the version line, else the newest era whose line shapes were seen."""
+        if self.version is not None and (era := era_of_version(self.version)) is not None:
+            return era
+        return max(self.era_evidence) if self.era_evidence else None
+
+    def parse(self, line: int, text: str, env_ts: datetime | None = None) -> list[Event]:
+        """Parse one inner line. Never raises."""
+        try:
+            events = self._parse(line, text, env_ts)
+        except (ValueError, IndexError, KeyError, OverflowError):
+            events = None
+        if events is None:
+            return [Unparsed(line, env_ts)]
+        return events
+
+    def _parse(self, line: int, text: str, env_ts: datetime | None) -> list[Event] | None:
+        if text.startswith("time="):
+            return self._slog(line, text)
+        if text.startswith("[GIN"):
+            return self._gin(line, text)
+        if not text:
+            return []
+        first = text[0]
+        if first == "{":
+            events = llamacpp.parse_json_line(text, line)
+            if events is not None:
+                self.era_evidence.add("E2")
+            return events
+        if first.isdigit() and (m := GOLOG_RE.match(text)) is not None:
+            return self._golog(line, m)
+        if text.startswith(_LLAMA_SERVER_PREFIXES):
+            events = llamacpp.parse_server_line(text, line, env_ts, self._server)
+            if events is not None:
+                if text[0] not in " \t":
+                    self.era_evidence.add("E5")
+                return events
+        if text.startswith(_TEXT_SERVER_PREFIXES):
+            events = llamacpp.parse_text_server_line(text, line, env_ts)
+            if events is not None:
+                self.era_evidence.add("E2")
+                return events
+        glued = _GLUED_SLOG_RE.search(text)
+        if glued is not None and glued.start() > 0:
+            # Runner stderr without a trailing newline glued to the next slog line (sample 027).
+            return self._slog(line, text[glued.start() :])
+        if (m := _STARTED_RE.search(text)) is not None:
+            return [LoadDone(line, env_ts, float(m.group(1)))]
+        if (m := _LISTEN_RE.search(text)) is not None:
+            return self._listening(line, env_ts, m)
+        return llamacpp.parse_raw_line(text, line, env_ts)
+
+    def _slog(self, line: int, text: str) -> list[Event] | None:
+        m = SLOG_RE.match(text)
+        if m is None:
+            return None
+        msg = m.group("msg")
+        if msg.startswith('"'):
+            msg = unquote(msg)
+        time_text = m.group("time")
+        ts = parse_slog_time(time_text)
+        if ts is not None:
+            if ts.tzinfo is not None:
+                self.offset = ts.utcoffset()
+            elif self.offset is not None:
+                ts = with_offset(ts, self.offset)
+            self._last_ts = ts
+        if msg.startswith("Listening on "):
+            lm = _LISTEN_RE.search(msg)
+            return self._listening(line, ts, lm) if lm is not None else []
+        level = m.group("level")
+        events = slog_events(msg, m.group("attrs"), level, line, ts)
+        for ev in events:
+            if isinstance(ev, LoadStart):
+                self.era_evidence.add(_era_of_start(ev.runner))
+        if not events and level == "ERROR":
+            return [ErrorEvent(line, ts, "other", msg[:500])]
+        return events
+
+    def _listening(self, line: int, ts: datetime | None, m: re.Match[str]) -> list[Event]:
+        self.version = m.group(2)
+        return [ServerStart(line, ts, m.group(2), m.group(1))]
+
+    def _gin(self, line: int, text: str) -> list[Event] | None:
+        m = GIN_RE.match(text)
+        if m is None:
+            return None
+        g = m.groups()
+        # GIN prints the local clock with no zone: naive until an slog line teaches us the offset.
+        naive = datetime(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]))  # noqa: DTZ001
+        ts = with_offset(naive, self.offset)
+        path = g[10]
+        if "\\" in path:
+            path = unquote('"' + path + '"')
+        client = g[8] or None
+        return [HttpAccess(line, ts, int(g[6]), parse_go_duration(g[7]), g[7], client, g[9], path)]
+
+    def _golog(self, line: int, m: re.Match[str]) -> list[Event]:
+        ts = with_offset_opt(parse_golog_time(m.group("date"), m.group("clock")), self.offset)
+        msg = m.group("msg")
+        if msg.startswith("server config"):
+            env = env_map(msg)
+            return [ServerConfig(line, ts, env)] if env is not None else []
+        self.era_evidence.add("E0")
+        if (lm := _LISTEN_RE.search(msg)) is not None:
+            return self._listening(line, ts, lm)
+        if msg.startswith("starting llama runner"):
+            return [LoadStart(line, ts, None, "llama.cpp server")]
+        if (sm := _STARTED_RE.search(msg)) is not None:
+            return [LoadDone(line, ts, float(sm.group(1)))]
+        if m.group("level") == "ERROR" or msg.startswith("error"):
+            return [ErrorEvent(line, ts, "other", msg[:500])]
+        return []
+
+
+def with_offset_opt(ts: datetime | None, offset: timedelta | None) -> datetime | None:
+    return with_offset(ts, offset) if ts is not None else None
+
+
+_ERA_OF_RUNNER = {"llama-server": "E5", "runner": "E4", "go runner": "E3", "cgo": "E1", "llama.cpp server": "E0"}
+
+
+def _era_of_start(runner: str) -> str:
+    return _ERA_OF_RUNNER.get(runner, "E2")

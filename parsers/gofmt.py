@@ -45,6 +45,13 @@ def parse_attrs(attrs: str) -> dict[str, str]:
 def parse_go_duration(text: str) -> float | None:
     """`1h24m39s`, `7.6964767s`, `444.455595ms`, `16.724µs`, `0s` → seconds; None if not a duration."""
     text = text.strip()
+    # Fast path for the single-unit forms that make up nearly every access line.
+    for suffix, scale in _SIMPLE_UNITS:
+        if text.endswith(suffix):
+            body = text[: -len(suffix)]
+            if body.replace(".", "", 1).isdigit() and body.isascii():
+                return float(body) * scale
+            break
     if not text or _DURATION_FULL_RE.fullmatch(text) is None:
         return None
     sign = -1.0 if text.startswith("-") else 1.0
@@ -54,6 +61,7 @@ def parse_go_duration(text: str) -> float | None:
     return sign * total
 
 
+_SIMPLE_UNITS = (("ms", 1e-3), ("µs", 1e-6), ("us", 1e-6), ("ns", 1e-9), ("s", 1.0))
 _TZ_CACHE: dict[str, timezone] = {}
 
 

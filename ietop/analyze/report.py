@@ -11,9 +11,11 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import IO, Any
 
 from ietop.analyze.spool import Spool
+from ietop.model.records import Request, iso
 from ietop.model.store import SourcePaths, Store
 from ietop.pipeline import run_files
 
@@ -26,35 +28,43 @@ LIST_KEYS = (("requests", "request"), ("loads", "load"), ("unloads", "unload"),
 class Digest:
     """Small, bounded summaries collected while records stream past (for the terminal report)."""
 
-    slowest: list[tuple[float, int, dict[str, Any]]] = field(default_factory=list)
+    slowest: list[tuple[float, int, Request]] = field(default_factory=list)
     statuses: Counter[int] = field(default_factory=Counter)
-    paths: Counter[str] = field(default_factory=Counter)
-    first_time: str | None = None
-    last_time: str | None = None
+    first: datetime | None = None
+    last: datetime | None = None
     cold: int = 0
     truncated: int = 0
     seq: int = 0
 
-    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+    def __call__(self, kind: str, record: Any) -> None:
         if kind != "request":
             return
+        req: Request = record
         self.seq += 1
-        self.statuses[data["status"]] += 1
-        self.paths[f'{data["method"]} {data["path"]}'] += 1
-        if data["time"]:
-            self.first_time = self.first_time or data["time"]
-            self.last_time = data["time"]
-        if not data["inference"]:
+        self.statuses[req.status] += 1
+        if req.time is not None:
+            self.first = self.first or req.time
+            self.last = req.time
+        if not req.inference:
             return
-        self.cold += data["cold_load"]
-        self.truncated += data["truncated"]
-        lat = data["latency_s"]
+        self.cold += req.cold_load
+        self.truncated += req.truncated
+        lat = req.latency_s
         if lat is not None:
-            item = (lat, -self.seq, data)
+            # Keep the record itself (bounded: ten of them) to show in the terminal report.
+            item = (lat, -self.seq, req)
             if len(self.slowest) < 10:
                 heapq.heappush(self.slowest, item)
             elif lat > self.slowest[0][0]:
                 heapq.heapreplace(self.slowest, item)
+
+    @property
+    def first_time(self) -> str | None:
+        return iso(self.first)
+
+    @property
+    def last_time(self) -> str | None:
+        return iso(self.last)
 
 
 class Analysis:

@@ -24,19 +24,19 @@ class Spool:
         self._dir = tempfile.TemporaryDirectory(prefix="ietop-analyze-")
         self._files: dict[str, IO[str]] = {}
         self.counts: dict[str, int] = dict.fromkeys(KINDS, 0)
-        self.hooks: list[Callable[[str, dict[str, Any]], None]] = []
+        self.hooks: list[Callable[[str, Any], None]] = []
         self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
     def __call__(self, kind: str, record: Any) -> None:
-        data: dict[str, Any] = record.as_dict(self._paths)
         for hook in self.hooks:
-            hook(kind, data)
+            hook(kind, record)
         f = self._files.get(kind)
         if f is None:
             f = self._files[kind] = open(  # noqa: SIM115 - kept open for the life of the spool
                 os.path.join(self._dir.name, kind + ".jsonl"), "w", encoding="utf-8", buffering=1 << 20
             )
-        f.write(self._dumps(data))
+        line = getattr(record, "json_line", None)
+        f.write(line(self._paths) if line is not None else self._dumps(record.as_dict(self._paths)))
         f.write("\n")
         self.counts[kind] = self.counts.get(kind, 0) + 1
 

@@ -63,7 +63,8 @@ def render(an: Analysis) -> RenderableType:
     if slowest:
         t = _table("Slowest inference requests", ["time", "st", "latency s", "path", "prompt",
                                                   "load s", "line"])
-        for _lat, _seq, r in slowest:
+        for _lat, _seq, req in slowest:
+            r = req.as_dict(an.source_paths)
             prompt = r["prompt_tokens"]
             shown = None if prompt is None else f"{prompt} (cut)" if r["truncated"] else str(prompt)
             t.add_row(_t((r["time"] or "")[11:19] or None), _t(r["status"]), _t(r["latency_s"]), _t(r["path"]),
@@ -104,13 +105,11 @@ def _timeline(an: Analysis) -> RenderableType:
     for load in islice(an.spool.records("load"), 500):
         trig = load["trigger_request"]
         what = f'load {load["model"] or "?"} [{load["status"]}]'
-        detail = (f'{load["duration_s"]} s' if load["duration_s"] is not None else "")
-        if load["ctx"]:
-            detail += f', ctx {load["ctx"]}'
-        if load["parallel"]:
-            detail += f', parallel {load["parallel"]}'
-        if trig:
-            detail += f', for {trig["path"]} at {trig["time"]}'
+        bits = [f'{load["duration_s"]} s' if load["duration_s"] is not None else ""]
+        bits.append(f'ctx {load["ctx"]}' if load["ctx"] else "")
+        bits.append(f'parallel {load["parallel"]}' if load["parallel"] else "")
+        bits.append(f'for {trig["path"]} at {_short_time(trig["time"])}' if trig else "")
+        detail = ", ".join(b for b in bits if b)
         events.append((load["time"] or "", Text(what), Text(detail), _src(load)))
     for un in islice(an.spool.records("unload"), 500):
         what_text = f'unload {un["model"] or "?"} ({un["reason"]})'

@@ -88,10 +88,18 @@ class LoadTracker:
         load.done_ref = ref
         self._close(src, "ok", t, ref)
 
-    def failed(self, src: int, t: float) -> bool:
-        """A load error: closes the open episode as failed. False when no load was in progress."""
+    def failed(self, src: int, t: float, ts: datetime | None, ref: Ref, engine: str, certain: bool) -> bool:
+        """A load error: closes the open episode as failed. When the log holds no start of that load
+        (an excerpt, or a line that only says the load failed) and `certain`, record a failed load whose
+        beginning is unknown. False when no load was in progress."""
         if src not in self._open:
-            return False
+            if not certain:
+                return False
+            last = self._recent[-1] if self._recent else None
+            if last is not None and last.status == "failed" and last.t_end is not None and t - last.t_end <= 2.0:
+                return True  # the WARN and the ERROR of one failed load
+            load = Load(ts, t, engine, ref, begin_known=False)
+            self._open[src] = load
         self._close(src, "failed", t, None)
         return True
 
@@ -99,7 +107,7 @@ class LoadTracker:
         load = self._open.pop(src)
         load.status = status
         load.t_end = t
-        if load.duration_s is None and status != "incomplete":
+        if load.duration_s is None and status != "incomplete" and load.begin_known:
             load.duration_s = round(t - (load.t_start if load.t_start is not None else load.t_begin), 3)
         self.loads_total += 1
         if status == "ok" and load.model is not None:
@@ -125,7 +133,7 @@ class LoadTracker:
         for load in self._recent:
             if load.t_end is None or load.engine != req.engine:
                 continue
-            begin = load.t_begin
+            begin = load.t_begin if load.begin_known else req.t_start
             if not (req.t_start <= load.t_end + TOL_S and req.t_end + TOL_S >= load.t_end):
                 continue
             if req.t_start < begin - 2 * TOL_S:

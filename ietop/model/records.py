@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from json.encoder import encode_basestring
 from typing import Any
 
 INFERENCE_PATHS = frozenset(
@@ -45,6 +46,20 @@ def iso(ts: datetime | None) -> str | None:
     return ts.isoformat() if ts is not None else None
 
 
+_ISO_LAST: list[Any] = [None, None]
+
+
+def iso_cached(ts: datetime | None) -> str | None:
+    """`iso` for the access-line hot path, where consecutive requests share one timestamp object."""
+    if ts is None:
+        return None
+    if ts is not _ISO_LAST[0]:
+        _ISO_LAST[0] = ts
+        _ISO_LAST[1] = ts.isoformat()
+    text: str = _ISO_LAST[1]
+    return text
+
+
 @dataclass(slots=True)
 class Request:
     time: datetime | None
@@ -72,7 +87,7 @@ class Request:
 
     def as_dict(self, paths: Sequence[str]) -> dict[str, Any]:
         return {
-            "time": iso(self.time),
+            "time": iso_cached(self.time),
             "engine": self.engine,
             "model": self.model,
             "method": self.method,
@@ -93,6 +108,35 @@ class Request:
             "truncated": self.truncated,
             "source": {"path": paths[self.ref.src], "line": self.ref.line},
         }
+
+    def json_line(self, paths: Sequence[str]) -> str:
+        """`as_dict` serialized, written by hand: requests are most of a large report."""
+        return (
+            f'{{"time":{_js(iso_cached(self.time))},"engine":{_js(self.engine)},"model":{_js(self.model)},'
+            f'"method":{_js(self.method)},"path":{_js(self.path)},"status":{self.status},'
+            f'"client":{_js(self.client)},"inference":{_js(self.inference)},"latency_s":{_js(self.latency_s)},'
+            f'"prompt_tokens":{_js(self.prompt_tokens)},"prompt_tokens_source":{_js(self.prompt_tokens_source)},'
+            f'"prefill_tokens":{_js(self.prefill_tokens)},"cached_tokens":{_js(self.cached_tokens)},'
+            f'"output_tokens":{_js(self.output_tokens)},"ttft_s":{_js(self.ttft_s)},"itl_s":{_js(self.itl_s)},'
+            f'"cold_load":{_js(self.cold_load)},"load_s":{_js(self.load_s)},"truncated":{_js(self.truncated)},'
+            f'"source":{{"path":{_js(paths[self.ref.src])},"line":{self.ref.line}}}}}'
+        )
+
+
+def _js(value: object) -> str:
+    """One JSON scalar (the hand-written request line below avoids the generic encoder's overhead)."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        text: str = encode_basestring(value)
+        return text
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return "null"
+    return repr(value)
 
 
 @dataclass(slots=True)
@@ -119,6 +163,7 @@ class Load:
     trigger_gap: float = float("inf")
     waiters: int = 0
     done_ref: Ref | None = None
+    begin_known: bool = True
 
     @property
     def ok(self) -> bool:

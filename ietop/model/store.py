@@ -353,7 +353,9 @@ class Store:
         self._count("errors")
         self.sink("error", Simple("error", {"time": _iso(event.ts), "kind": event.kind, "message": event.message}, ref))
         if event.kind in ("load_failed", "client_abort", "oom", "runner_crash"):
-            was_loading = self.loads.failed(src, t)
+            # These lines say outright that a load failed; an OOM or a crash may happen at any time.
+            certain = event.kind in ("load_failed", "client_abort") and "loading" in event.message
+            was_loading = self.loads.failed(src, t, event.ts, ref, engine, certain)
             if event.kind == "runner_crash" and not was_loading and self.loads.resident:
                 self.loads.unload(src, t, event.ts, ref, engine, "crashed")
 

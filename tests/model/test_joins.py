@@ -53,6 +53,9 @@ def test_client_abort_during_load_real_051() -> None:
     (req,) = doc["requests"]
     assert req["status"] == 499
     assert req["cold_load"] is False  # it never got the model
+    (load,) = doc["loads"]  # the WARN and the ERROR describe one failed load
+    assert load["status"] == "failed" and load["duration_s"] is None
+    assert load["trigger_request"]["source"]["line"] == req["source"]["line"]
 
 
 SYNTH_EVICT = """\

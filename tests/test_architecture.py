@@ -1,0 +1,57 @@
+"""Architecture rules from ARCHITECTURE.md, checked rather than remembered.
+
+- The import-linter contracts in pyproject.toml (parsers pure, model pure, sources without model or
+  presentation, analyze/pipeline without Textual) hold for the static import graph.
+- At run time, importing the headless core loads neither Textual nor Rich (a subprocess, so this
+  process's imports cannot hide a leak), and `parsers` is ours, not another installed package's.
+- `parsers` imports nothing outside the standard library.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_import_linter_contracts_hold() -> None:
+    lint = Path(sys.executable).with_name("lint-imports")
+    result = subprocess.run([str(lint), str(ROOT / "pyproject.toml")], cwd=ROOT,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Contracts: 4 kept, 0 broken" in result.stdout
+
+
+def test_headless_core_loads_no_textual_or_rich() -> None:
+    code = (
+        "import sys, json, parsers, parsers.ollama, parsers.detect, ietop.model.store, ietop.pipeline, "
+        "ietop.analyze.report, ietop.analyze.spool\n"
+        "print(json.dumps([m for m in ('textual', 'rich', 'polars', 'httpx') if m in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
+
+
+def test_parsers_package_is_ours() -> None:
+    import parsers
+
+    assert Path(parsers.__file__).resolve().parent == ROOT / "parsers"
+
+
+def test_parsers_import_only_the_standard_library() -> None:
+    stdlib = set(sys.stdlib_module_names)
+    for path in (ROOT / "parsers").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                assert top in stdlib or top == "parsers", f"{path.name} imports {name}"

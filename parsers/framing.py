@@ -1,0 +1,185 @@
+"""Byte chunks to complete lines, with the byte offset of each line in the stream.
+
+Framing happens on bytes, before any decoding: ``b"\\n"`` never occurs inside a
+multi-byte UTF-8 sequence, so a character split across two chunks is only ever
+decoded once both halves are here.
+
+This is on the hot path of analysing multi-GB logs, so each chunk's run of complete
+lines is handled by C-level primitives (one ``decode``, one ``split``, ``map`` and
+``accumulate`` for offsets); Python-level code runs per chunk, not per byte, and per
+line only for lines that are not pure ASCII or are over-long.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from itertools import accumulate, compress, repeat
+from operator import add, not_
+from typing import NamedTuple, cast
+
+__all__ = ["Line", "LineSplitter", "split_lines"]
+
+
+class Line(NamedTuple):
+    """One line of the stream."""
+
+    offset: int
+    """Byte offset of the first byte of the line in the stream."""
+    text: str
+    """The line decoded as UTF-8 (invalid bytes replaced), without ``\\n`` or a trailing ``\\r``."""
+    cut: bool
+    """True when the line was longer than ``max_line`` bytes and only its head is in ``text``."""
+
+
+# NamedTuple's generated __new__ is a Python function; calling tuple.__new__ directly
+# builds the same object in C, and map() can then build a whole chunk's lines in C.
+_new = cast("Callable[[type[Line], tuple[int, str, bool]], Line]", tuple.__new__)
+
+
+def _decode(data: bytes | bytearray) -> str:
+    return data.decode("utf-8", "replace")
+
+
+class LineSplitter:
+    """Incremental splitter: feed byte chunks, get complete lines back.
+
+    A partial last line is held back until its newline (or ``flush`` at EOF) arrives.
+    A line longer than ``max_line`` bytes (counting a trailing ``\\r``, not the ``\\n``)
+    is emitted as soon as that is known, with its first ``max_line`` bytes and
+    ``cut=True``; the rest of it is discarded as it streams in, so the held-back
+    buffer never exceeds ``max_line`` bytes however long a line is.
+    """
+
+    __slots__ = ("_buf", "_max", "_pos", "_skipping")
+
+    def __init__(self, max_line: int = 1 << 20, start_offset: int = 0) -> None:
+        """Create a splitter.
+
+        Args:
+            max_line: longest line kept whole, in bytes (at least 1).
+            start_offset: stream offset of the first byte that will be fed, e.g. when
+                resuming a tail in the middle of a file.
+        """
+        if max_line < 1:
+            raise ValueError(f"max_line must be at least 1, not {max_line}")
+        self._max = max_line
+        self._buf = bytearray()
+        # Stream offset of the next byte to be fed; the pending line starts at
+        # _pos - len(_buf), so no separate start offset is kept.
+        self._pos = start_offset
+        # True while discarding the rest of a line that was already emitted cut.
+        self._skipping = False
+
+    @property
+    def pending(self) -> int:
+        """Bytes held back as the start of an incomplete line."""
+        return len(self._buf)
+
+    @property
+    def offset(self) -> int:
+        """Stream offset just past the last byte fed."""
+        return self._pos
+
+    def feed(self, chunk: bytes) -> list[Line]:
+        """Consume ``chunk`` and return the lines it completes, in stream order."""
+        out: list[Line] = []
+        size = len(chunk)
+        if not size:
+            return out
+        base = self._pos
+        self._pos = base + size
+        start = 0
+        if self._skipping or self._buf:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                self._extend(chunk, base, out)
+                return out
+            if self._skipping:
+                self._skipping = False
+            else:
+                self._finish_pending(chunk, nl, base, out)
+            start = nl + 1
+        last = chunk.rfind(b"\n", start)
+        if last >= 0:
+            region = chunk if start == 0 and last == size - 1 else chunk[start : last + 1]
+            self._emit_region(region, base + start, out)
+            start = last + 1
+        if start < size:
+            self._extend(chunk[start:], base + start, out)
+        return out
+
+    def flush(self) -> list[Line]:
+        """At EOF: return the held-back partial line, if any, as a final line."""
+        out: list[Line] = []
+        buf = self._buf
+        if buf:
+            off = self._pos - len(buf)
+            if buf.endswith(b"\r"):
+                del buf[-1]
+            out.append(_new(Line, (off, _decode(buf), False)))
+            buf.clear()
+        self._skipping = False
+        return out
+
+    def _extend(self, data: bytes, data_off: int, out: list[Line]) -> None:
+        """Add bytes with no newline in them to the pending line."""
+        if self._skipping:
+            return
+        buf = self._buf
+        room = self._max - len(buf)
+        if len(data) <= room:
+            buf += data
+            return
+        line_off = data_off - len(buf)
+        buf += data[:room]
+        out.append(_new(Line, (line_off, _decode(buf), True)))
+        buf.clear()
+        self._skipping = True
+
+    def _finish_pending(self, chunk: bytes, nl: int, base: int, out: list[Line]) -> None:
+        """Complete the pending line with ``chunk[:nl]`` (``chunk[nl]`` is its newline)."""
+        buf = self._buf
+        line_off = base - len(buf)
+        if len(buf) + nl > self._max:
+            buf += chunk[: self._max - len(buf)]
+            out.append(_new(Line, (line_off, _decode(buf), True)))
+        else:
+            buf += chunk[:nl]
+            if buf.endswith(b"\r"):
+                del buf[-1]
+            out.append(_new(Line, (line_off, _decode(buf), False)))
+        buf.clear()
+
+    def _emit_region(self, region: bytes, off: int, out: list[Line]) -> None:
+        """Emit the complete lines of ``region``, which ends with a newline."""
+        # Latin-1 maps each byte to one char, so splitting the latin-1 text gives the
+        # exact byte length of every line in C; only lines that are not pure ASCII
+        # (O(1) to check in CPython) are then re-decoded as UTF-8.
+        text = region.decode("latin-1")
+        texts = text.split("\n")
+        texts.pop()  # the region ends with "\n": the last piece is empty
+        lens = list(map(len, texts))
+        if "\r" in text:
+            # Only a CR right before the newline is a line ending; any other CR is data.
+            texts = text.replace("\r\n", "\n").split("\n")
+            texts.pop()
+        if not text.isascii():
+            for i in compress(range(len(texts)), map(not_, map(str.isascii, texts))):
+                texts[i] = _decode(texts[i].encode("latin-1"))
+        starts = list(accumulate(map(add, lens, repeat(1)), initial=off))
+        lines = list(map(_new, repeat(Line), zip(starts, texts, repeat(False))))
+        limit = self._max
+        if len(region) > limit + 1 and max(lens) > limit:
+            for i, n in enumerate(lens):
+                if n > limit:
+                    rel = starts[i] - off
+                    lines[i] = _new(Line, (starts[i], _decode(region[rel : rel + limit]), True))
+        out.extend(lines)
+
+
+def split_lines(chunks: Iterable[bytes], max_line: int = 1 << 20) -> Iterator[Line]:
+    """Split a whole stream of chunks into lines, including a final unterminated one."""
+    splitter = LineSplitter(max_line)
+    for chunk in chunks:
+        yield from splitter.feed(chunk)
+    yield from splitter.flush()

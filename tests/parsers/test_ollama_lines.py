@@ -93,7 +93,9 @@ def test_line_shape(name: str, line: str, kind: type[ev.Event], fields: dict[str
     for key, value in fields.items():
         assert getattr(matching[0], key) == value, key
     if "continuation" in name:
-        assert getattr(matching[0], "task") == 7
+        timing = matching[0]
+        assert isinstance(timing, ev.Timing)
+        assert timing.task == 7
 
 
 def test_gin_time_takes_the_offset_learned_from_slog() -> None:

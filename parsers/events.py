@@ -202,12 +202,15 @@ class CacheSlot(Event):
 
 @dataclass(frozen=True, slots=True)
 class PrefillProgress(Event):
-    """Prompt-processing progress of a slot task."""
+    """Prompt-processing progress: ``n_tokens`` processed of ``total`` (when the line gives the total:
+    MLX `Prompt processing progress: p/N`, where N is the uncached part of the prompt), ``t_s`` seconds
+    into the prefill (llama-server)."""
 
     task: int | None
     n_tokens: int
     progress: float
-    t_s: float
+    t_s: float | None
+    total: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +260,63 @@ class RequestArrival(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class RequestBody(Event):
+    """A request body logged at arrival (MLX DEBUG `Incoming Request Body`): what was asked for.
+    ``model`` is None when the body names none (the server's default model)."""
+
+    model: str | None
+    stream: bool | None
+    max_tokens: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Admission(Event):
+    """A request was admitted to generation (MLX `Prompt Cache:` / `KV Caches:` stats line)."""
+
+    sequences: int | None
+    cache_gb: float | None
+    user_cache_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationStart(Event):
+    """MLX DEBUG `Starting stream:` / `Starting completion:`."""
+
+    stream: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TokenDelta(Event):
+    """One generated token (MLX DEBUG logs one record per token). Its text is not kept: it is output."""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage(Event):
+    """The usage block of a response (MLX DEBUG `Outgoing Response`): ground truth for one request."""
+
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached_tokens: int | None
+    model: str | None = None
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput(Event):
+    """Old MLX DEBUG `Prompt: X tokens-per-sec` / `Generation: X tokens-per-sec` (no counts)."""
+
+    kind: str
+    tokens_per_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class PeakMemory(Event):
+    """Old MLX DEBUG `Peak memory: X GB`."""
+
+    gb: float
+
+
+@dataclass(frozen=True, slots=True)
 class PromptText(Event):
     """Prompt or request-body text found in a DEBUG/TRACE line. Untrusted and private: reports omit it
     unless the user asks (`--include-prompts`)."""
@@ -291,5 +351,12 @@ ALL_EVENT_TYPES: tuple[type[Event], ...] = (
     HttpAccess,
     ErrorEvent,
     RequestArrival,
+    RequestBody,
+    Admission,
+    GenerationStart,
+    TokenDelta,
+    Usage,
+    Throughput,
+    PeakMemory,
     PromptText,
 )

@@ -12,6 +12,7 @@ import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from ietop.model.store import Store
 from ietop.sources.files import SourceError, read_chunks
@@ -23,7 +24,27 @@ from parsers.ollama import ERAS, OllamaParser
 
 DETECT_LINES = 200
 _EPOCH_NAIVE = datetime(1970, 1, 1)  # noqa: DTZ001 - naive on purpose: log clocks without a zone
-SUPPORTED = ("ollama",)
+SUPPORTED = ("ollama", "mlx")
+
+
+class LineParser(Protocol):
+    """What the pipeline needs of an engine parser (parsers.ollama.OllamaParser, parsers.mlx.MlxParser)."""
+
+    engine: str
+
+    @property
+    def version(self) -> str | None: ...
+    @property
+    def era(self) -> str | None: ...
+    def parse(self, line: int, text: str, env_ts: datetime | None = None) -> list[Event]: ...
+
+
+def make_parser(engine: str) -> LineParser:
+    if engine == "mlx":
+        from parsers.mlx import MlxParser
+
+        return MlxParser()
+    return OllamaParser()
 
 
 class FormatError(Exception):
@@ -41,7 +62,7 @@ def epoch(ts: datetime) -> float:
 class FileInput:
     path: str
     engine: str
-    parser: OllamaParser
+    parser: LineParser
     src: int
     lines: int = 0
 
@@ -50,7 +71,7 @@ def sniff(path: str, engine: str | None = None) -> str:
     """The engine of a file: given, or detected from its first lines. Raises FormatError/SourceError."""
     if engine is not None:
         if engine not in SUPPORTED:
-            raise FormatError(f"{path}: engine {engine!r} is not supported by analyze yet (supported: ollama)")
+            raise FormatError(f"{path}: engine {engine!r} is not supported by analyze yet (supported: ollama, mlx)")
         return engine
     head: list[str] = []
     for line in split_lines(read_chunks(path, 1 << 16)):
@@ -65,7 +86,7 @@ def sniff(path: str, engine: str | None = None) -> str:
     if found is None:
         raise FormatError(f"{path}: unknown log format (not an Ollama, vLLM or MLX log); pass --engine to force one")
     if found not in SUPPORTED:
-        raise FormatError(f"{path}: looks like a {found} log; analyze supports only Ollama logs so far")
+        raise FormatError(f"{path}: looks like a {found} log; analyze supports only Ollama and MLX logs so far")
     return found
 
 
@@ -90,6 +111,12 @@ def file_events(inp: FileInput) -> Iterator[tuple[float, int, int, Event]]:
                 last_t = t if t > last_t else last_t
             seq += 1
             yield (last_t, src, seq, event)
+    flush = getattr(parser, "flush", None)
+    if flush is not None:
+        # Multi-line records (MLX tracebacks) complete only at the end of the file.
+        for event in flush():
+            seq += 1
+            yield (last_t, src, seq, event)
     inp.lines = n
 
 
@@ -105,7 +132,7 @@ def run_files(
     for path in paths:
         found = sniff(path, engine)
         src = store.add_source(path, found)
-        inputs.append(FileInput(path, found, OllamaParser(), src))
+        inputs.append(FileInput(path, found, make_parser(found), src))
     streams = [file_events(inp) for inp in inputs]
     merged: Iterable[tuple[float, int, int, Event]] = (
         streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda x: (x[0], x[1], x[2]))
@@ -120,7 +147,7 @@ def run_files(
         info = store.sources[inp.src]
         info.lines = inp.lines
         era = inp.parser.era
-        info.format = ERAS.get(era, era) if era else "ollama (era not determined)"
+        info.format = ERAS.get(era, era) if era else f"{inp.engine} (format version not determined)"
         info.version = info.version or inp.parser.version
     return inputs
 

@@ -317,6 +317,27 @@ class PeakMemory(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class EngineStatus(Event):
+    """What an engine's endpoint said when polled: ``state`` is up, down (refused, timed out),
+    dead (answers but cannot serve: MLX /health 503, or its generation thread died), or unknown
+    (an answer ietop cannot read). ``line`` is 0: it comes from a poll, not a log."""
+
+    engine: str
+    endpoint: str
+    state: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelList(Event):
+    """Models an engine lists (MLX `/v1/models`: available, never which one is loaded)."""
+
+    engine: str
+    endpoint: str
+    models: tuple[str, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
 class PromptText(Event):
     """Prompt or request-body text found in a DEBUG/TRACE line. Untrusted and private: reports omit it
     unless the user asks (`--include-prompts`)."""
@@ -358,5 +379,7 @@ ALL_EVENT_TYPES: tuple[type[Event], ...] = (
     Usage,
     Throughput,
     PeakMemory,
+    EngineStatus,
+    ModelList,
     PromptText,
 )

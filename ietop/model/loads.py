@@ -118,6 +118,20 @@ class LoadTracker:
         while len(self._recent) > MAX_RECENT:
             self._emit("load", self._recent.popleft())
 
+    def record(self, load: Load) -> None:
+        """A load whose whole episode another tracker assembled (MLX switches): keep it for joins."""
+        self.loads_total += 1
+        if load.status == "ok" and load.model is not None and load.t_end is not None:
+            self.resident[load.model] = load.t_end
+        self._recent.append(load)
+        while len(self._recent) > MAX_RECENT:
+            self._emit("load", self._recent.popleft())
+
+    def set_for_model(self, src: int, model: str | None) -> None:
+        """Name the model that the unloads awaiting one were made room for."""
+        for unload in self._awaiting_for_model.pop(src, []):
+            unload.for_model = model
+
     def set_model(self, src: int, load: Load, model: str | None) -> None:
         if model is None:
             return
@@ -173,9 +187,11 @@ class LoadTracker:
         model: str | None = None,
         num_ctx: int | None = None,
         attach_only: bool = False,
+        fold: bool = True,
     ) -> Unload | None:
-        """Fold a line into the unload it belongs to, or start a new unload record."""
-        for u in reversed(self._unloads):
+        """Fold a line into the unload it belongs to, or start a new unload record (`fold=False`: the
+        caller knows this line is a whole unload of its own)."""
+        for u in reversed(self._unloads if fold else ()):
             if t - u.t > UNLOAD_FOLD_S:
                 break
             if u.engine != engine or (model and u.model and _short(model) != _short(u.model)):

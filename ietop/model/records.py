@@ -20,6 +20,7 @@ INFERENCE_PATHS = frozenset(
         "/api/embed",
         "/api/embeddings",
         "/v1/chat/completions",
+        "/chat/completions",
         "/v1/completions",
         "/v1/embeddings",
         "/v1/responses",

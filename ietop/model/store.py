@@ -17,11 +17,13 @@ from typing import Any, overload
 
 from ietop.model.config import Settings
 from ietop.model.loads import TOL_S, LoadTracker
+from ietop.model.mlx import MlxTracker
 from ietop.model.records import Ref, Request, Simple, is_inference
 from ietop.model.sketch import Sketch
 from parsers import events as ev
 
 Sink = Callable[[str, Any], None]
+_MLX_EVENTS = (ev.RequestBody, ev.Admission, ev.PrefillProgress, ev.TokenDelta, ev.Usage, ev.GenerationStart)
 MAX_PENDING_FACTS = 4096
 
 
@@ -69,6 +71,18 @@ class SourcePaths(Sequence[str]):
         return len(self._store.sources)
 
 
+@dataclass(slots=True)
+class EngineState:
+    """An engine endpoint as its polls and its log describe it."""
+
+    engine: str
+    endpoint: str
+    state: str = "unknown"
+    detail: str = ""
+    since: float | None = None
+    models: tuple[str, ...] | None = None
+
+
 class ListSink:
     """Keeps every finalized record in memory (tests, small logs)."""
 
@@ -95,6 +109,8 @@ class Store:
         self.version = 0
         self._facts: dict[int, deque[_Fact]] = {}
         self._tasks: dict[int, dict[int | None, _Task]] = {}
+        self._mlx: dict[int, MlxTracker] = {}
+        self.engines: dict[str, EngineState] = {}
         self._now = 0.0
 
     def set_sink(self, sink: Sink) -> None:
@@ -104,7 +120,10 @@ class Store:
 
     def add_source(self, path: str, engine: str) -> int:
         self.sources.append(SourceInfo(path, engine))
-        return len(self.sources) - 1
+        src = len(self.sources) - 1
+        if engine == "mlx":
+            self._mlx[src] = MlxTracker(src, self.loads, self._finish_request)
+        return src
 
     def _count(self, kind: str) -> None:
         self.counts[kind] = self.counts.get(kind, 0) + 1
@@ -177,6 +196,8 @@ class Store:
             s.observe("runner_num_ctx", event.num_ctx, ref)
         elif isinstance(event, ev.Truncation):
             self._truncation(src, t, event, ref)
+        elif src in self._mlx and isinstance(event, _MLX_EVENTS):
+            self._mlx_event(src, t, event, ref)
         elif isinstance(event, (ev.PromptTask, ev.Timing, ev.SlotRelease, ev.PrefillProgress, ev.CacheSlot)):
             self._task_event(src, t, event, ref)
         elif isinstance(event, ev.ErrorEvent):
@@ -192,12 +213,42 @@ class Store:
             s.claim("default_context_length", event.ctx, ref)
         elif isinstance(event, ev.GpuInfo):
             self._count("gpus")
+        elif isinstance(event, ev.EngineStatus):
+            self._engine_status(t, event)
+        elif isinstance(event, ev.ModelList):
+            self.engines.setdefault(event.endpoint, EngineState(event.engine, event.endpoint)).models = event.models
         elif isinstance(event, ev.PromptText):
             # Prompt text is private: it leaves the store only when the user asked for it.
             self._count("prompt_text_lines")
             if self.include_prompts:
                 self.sink("prompt", Simple("prompt", {"time": _iso(ts), "text": event.text}, ref))
         self.loads.advance(t)
+        for mlx in self._mlx.values():
+            mlx.advance(t)
+
+    def _mlx_event(self, src: int, t: float, event: ev.Event, ref: Ref) -> None:
+        mlx = self._mlx[src]
+        if isinstance(event, ev.RequestBody):
+            mlx.body(t, event, ref)
+        elif isinstance(event, ev.Admission):
+            mlx.admission(t, event, ref)
+            self.settings.observe("prompt_cache_sequences", event.sequences, ref)
+        elif isinstance(event, ev.PrefillProgress):
+            mlx.progress(t, event)
+        elif isinstance(event, ev.TokenDelta):
+            mlx.token(t)
+        elif isinstance(event, ev.Usage):
+            mlx.usage(t, event)
+
+    def _engine_status(self, t: float, event: ev.EngineStatus) -> None:
+        st = self.engines.setdefault(event.endpoint, EngineState(event.engine, event.endpoint))
+        state, detail = event.state, event.detail
+        if state == "up" and any(m.state == "dead" for m in self._mlx.values()):
+            # The zombie: mlx_lm.server's generation thread died, /health still says ok (≤ 0.32.0).
+            state, detail = "dead", "generation thread died (log); /health still answers"
+        if state != st.state:
+            st.since = t
+        st.state, st.detail = state, detail
 
     # -- requests ------------------------------------------------------------------------------
     def _request(self, src: int, t: float, event: ev.HttpAccess, ref: Ref, engine: str) -> None:
@@ -206,12 +257,20 @@ class Store:
             event.ts, t, t - (latency or 0.0), engine, event.method, event.path, event.status,
             event.client, latency, ref, inference=is_inference(event.method, event.path),
         )
+        mlx = self._mlx.get(src)
+        if mlx is not None:
+            mlx.access(req)  # finished later, when its facts are in (see ietop.model.mlx)
+            return
         if req.inference:
-            self._count("inference_requests")
             self._enrich(src, req)
             self.loads.attribute(req)
-            if latency is not None and req.status < 400:
-                self.e2e.add(latency)
+        self._finish_request(req)
+
+    def _finish_request(self, req: Request) -> None:
+        if req.inference:
+            self._count("inference_requests")
+            if req.latency_s is not None and req.status < 400:
+                self.e2e.add(req.latency_s)
             if req.ttft_s is not None:
                 self.ttft.add(req.ttft_s)
             if req.itl_s is not None:
@@ -352,6 +411,12 @@ class Store:
     def _error(self, src: int, t: float, event: ev.ErrorEvent, ref: Ref, engine: str) -> None:
         self._count("errors")
         self.sink("error", Simple("error", {"time": _iso(event.ts), "kind": event.kind, "message": event.message}, ref))
+        mlx = self._mlx.get(src)
+        if mlx is not None:
+            if event.kind in ("engine_dead", "oom"):
+                mlx.engine_dead(t)
+                self.loads.unload(src, t, event.ts, ref, engine, "crashed", mlx.resident)
+            return
         if event.kind in ("load_failed", "client_abort", "oom", "runner_crash"):
             # These lines say outright that a load failed; an OOM or a crash may happen at any time.
             certain = event.kind in ("load_failed", "client_abort") and "loading" in event.message
@@ -361,6 +426,8 @@ class Store:
 
     def flush(self) -> None:
         """End of input: finalize everything still open."""
+        for mlx in self._mlx.values():
+            mlx.flush()
         for src, tasks in self._tasks.items():
             for key in list(tasks):
                 self._finish_task(src, key)

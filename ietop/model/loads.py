@@ -127,6 +127,12 @@ class LoadTracker:
         while len(self._recent) > MAX_RECENT:
             self._emit("load", self._recent.popleft())
 
+    def last_load_of(self, src: int) -> Load | None:
+        for load in reversed(self._recent):
+            if load.ref.src == src:
+                return load
+        return None
+
     def set_for_model(self, src: int, model: str | None) -> None:
         """Name the model that the unloads awaiting one were made room for."""
         for unload in self._awaiting_for_model.pop(src, []):

@@ -26,6 +26,10 @@ DEFAULT_MODEL = "default"
 """The label of the model the server was started with (`--model`); the log never names it."""
 IDLE_FINALIZE_S = 60.0
 """A request with no new fact for this long is finished (streams have no end marker)."""
+RSS_STEP_MIN = 64 << 20
+RSS_STEP_FRACTION = 0.25
+"""An RSS change at least this large (bytes, and fraction of the RSS) is weights coming or going."""
+RSS_STEP_WINDOW_S = 10.0
 MIN_LOAD_S = 0.02
 """Loading even a 1 MB model takes longer: a "switch" admitted faster was the resident model under
 another name (mlx_lm ≥ 0.27 does not reload `--model`'s path named explicitly)."""
@@ -80,6 +84,7 @@ class MlxTracker:
         self._unbound_access: deque[Request] = deque()
         self._order: deque[tuple[Request, _Episode | None]] = deque()
         self._stray_tokens = False
+        self._last_rss: int | None = None
 
     # -- events --------------------------------------------------------------------------------
     def body(self, t: float, event: ev.RequestBody, ref: Ref) -> None:
@@ -186,6 +191,29 @@ class MlxTracker:
         if len(candidates) == 1:
             candidates[0].usage = event
             self._finish(candidates[0], t)
+
+    def rss(self, t: float, rss_bytes: int) -> None:
+        """A sample of the server process RSS. A step is a load or an unload of weights: confirm a
+        pending switch with it, or, at INFO (no bodies to say which model), record a switch to an
+        unnamed model with the cost unknown."""
+        last = self._last_rss
+        self._last_rss = rss_bytes
+        if last is None:
+            return
+        step = rss_bytes - last
+        if abs(step) < max(RSS_STEP_MIN, RSS_STEP_FRACTION * last):
+            return
+        recent = self.loads.last_load_of(self.src)
+        if recent is not None and recent.t_end is not None and abs(t - recent.t_end) <= RSS_STEP_WINDOW_S:
+            recent.rss_step = step
+            return
+        if not self.debug and step > 0:
+            load = Load(None, t, "mlx", Ref(self.src, 0), model=None, runner="mlx_lm.server")
+            load.status, load.t_end, load.rss_step = "ok", t, step
+            self.loads.unload(self.src, t, None, Ref(self.src, 0), "mlx", "switched", self.resident, fold=False)
+            self.loads.set_for_model(self.src, None)
+            self.resident = "unknown"
+            self.loads.record(load)
 
     def engine_dead(self, t: float) -> None:
         self.state = "dead"

@@ -165,6 +165,7 @@ class Load:
     waiters: int = 0
     done_ref: Ref | None = None
     begin_known: bool = True
+    rss_step: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -187,6 +188,7 @@ class Load:
             "required": self.required,
             "available": self.available,
             "runner": self.runner,
+            "rss_step_bytes": self.rss_step,
             "queued_requests": self.waiters,
             "trigger_request": None
             if trig is None

@@ -240,6 +240,13 @@ class Store:
         elif isinstance(event, ev.Usage):
             mlx.usage(t, event)
 
+    def process_sample(self, src: int, t: float, rss_bytes: int | None, alive: bool) -> None:
+        """A sample of the engine process behind a log source (live mode: ietop.sources.host)."""
+        self.version += 1
+        mlx = self._mlx.get(src)
+        if mlx is not None and rss_bytes is not None and alive:
+            mlx.rss(t, rss_bytes)
+
     def _engine_status(self, t: float, event: ev.EngineStatus) -> None:
         st = self.engines.setdefault(event.endpoint, EngineState(event.engine, event.endpoint))
         state, detail = event.state, event.detail

@@ -1,0 +1,142 @@
+"""Host probing finds a real engine-like process by port and by command line, samples it, and notices its death.
+
+The child is a real ``python -c`` process that listens on a free 127.0.0.1 port and holds about 50 MB,
+so the psutil paths (connection table, /proc reads, oneshot) run for real; nothing is faked.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from ietop.sources import host
+from ietop.sources.host import HostMemory, ProcessSample, find_processes, host_memory, sample_process
+
+CHILD = """
+import socket, sys
+sock = socket.socket()
+sock.bind(("127.0.0.1", 0))
+sock.listen()
+ballast = b"\\x01" * (50 << 20)  # written, so the pages are resident
+print(sock.getsockname()[1], flush=True)
+sys.stdin.read()
+"""
+
+
+class Child(NamedTuple):
+    proc: subprocess.Popen[str]
+    port: int
+    marker: str
+
+
+@pytest.fixture
+def child() -> Iterator[Child]:
+    marker = f"ietop-test-engine-{uuid.uuid4().hex}"
+    with subprocess.Popen([sys.executable, "-c", CHILD, marker], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            yield Child(proc, int(proc.stdout.readline()), marker)
+        finally:
+            proc.kill()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_find_by_port(child: Child) -> None:
+    assert find_processes(port=child.port) == [child.proc.pid]
+    assert find_processes(port=_free_port()) == []
+
+
+def test_find_by_port_without_the_system_table(child: Child, monkeypatch: pytest.MonkeyPatch) -> None:
+    """macOS refuses the system-wide connection table to non-root users; each process is asked instead."""
+
+    def denied(kind: str = "inet") -> None:
+        raise host.psutil.AccessDenied()
+
+    monkeypatch.setattr(host.psutil, "net_connections", denied)
+    assert find_processes(port=child.port) == [child.proc.pid]
+
+
+@pytest.mark.parametrize(
+    ("ip", "local"),
+    [("127.0.0.1", True), ("127.0.1.1", True), ("0.0.0.0", True), ("::", True), ("::1", True),
+     ("::ffff:127.0.0.1", True), ("192.168.1.5", False), ("10.0.0.1", False), ("fe80::1%eth0", False), ("", False)],
+)
+def test_which_listen_addresses_count(ip: str, local: bool) -> None:
+    assert host._serves_loopback(ip) is local
+
+
+def test_find_by_cmdline(child: Child) -> None:
+    assert find_processes(cmdline_contains=child.marker) == [child.proc.pid]
+    assert find_processes(cmdline_contains="no-such-process-" + uuid.uuid4().hex) == []
+
+
+def test_criteria_are_a_union(child: Child) -> None:
+    assert find_processes(port=_free_port(), cmdline_contains=child.marker) == [child.proc.pid]
+    assert find_processes(port=child.port, cmdline_contains=child.marker) == [child.proc.pid]
+
+
+def test_no_criteria_is_a_usage_error() -> None:
+    with pytest.raises(ValueError, match="port"):
+        find_processes()
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc")
+def test_never_finds_itself() -> None:
+    own = Path("/proc/self/cmdline").read_bytes().split(b"\0")[0].decode()
+    assert os.getpid() not in find_processes(cmdline_contains=own)
+
+
+def test_sample_live_process(child: Child) -> None:
+    first = sample_process(child.proc.pid)
+    assert first.pid == child.proc.pid and first.alive
+    assert first.rss_bytes is not None and first.rss_bytes > 40 << 20
+    assert first.cpu_percent is None  # no previous sample to measure a rate against
+    assert first.create_time is not None and abs(first.create_time - time.time()) < 120
+    assert child.marker in first.cmdline
+    second = sample_process(child.proc.pid)
+    assert second.cpu_percent is not None and second.cpu_percent >= 0
+    assert second.create_time == first.create_time
+
+
+def test_killed_process_samples_as_dead(child: Child) -> None:
+    pid = child.proc.pid
+    assert sample_process(pid).alive
+    child.proc.kill()
+    # Not reaped yet: a zombie, which has exited and must read as dead too.
+    deadline = time.monotonic() + 10
+    while sample_process(pid).alive:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert sample_process(pid) == ProcessSample(pid, False, None, None, None, "")
+    child.proc.wait()
+    assert sample_process(pid) == ProcessSample(pid, False, None, None, None, "")
+    assert find_processes(port=child.port) == []
+
+
+@pytest.mark.parametrize("pid", [2**31 - 1, -5])
+def test_missing_pid_samples_as_dead(pid: int) -> None:
+    assert sample_process(pid) == ProcessSample(pid, False, None, None, None, "")
+
+
+def test_host_memory_is_sane() -> None:
+    mem = host_memory()
+    assert isinstance(mem, HostMemory)
+    assert mem.total > 64 << 20
+    assert 0 < mem.available <= mem.total
+    assert mem.used == mem.total - mem.available
+    assert 0 <= mem.swap_used <= mem.swap_total or mem.swap_total == 0

@@ -162,3 +162,63 @@ def parse_time_arg(text: str) -> float:
 
 
 __all__ = ["FormatError", "SourceError", "epoch", "parse_time_arg", "run_files", "sniff"]
+
+
+class LiveLog:
+    """A log file followed as it grows (`tail -F`), parsed exactly as `analyze` parses a saved one.
+
+    `pump()` reads what is available now and applies it to the store; the caller decides when to call
+    it (a thread worker in the dashboard, a loop in tests). Nothing here blocks.
+    """
+
+    def __init__(self, store: Store, path: str, engine: str, *, from_start: bool = True) -> None:
+        from ietop.sources.tailer import FileTailer
+
+        self.store = store
+        self.path = path
+        self.parser = make_parser(engine)
+        self.src = store.add_source(path, engine)
+        self.tailer = FileTailer(path, from_start=from_start)
+        self._n = 0
+        self._last_t = float("-inf")
+
+    def pump(self) -> int:
+        """Apply every complete line written since the last call; returns the number of lines."""
+        count = 0
+        parser, store, src = self.parser, self.store, self.src
+        while True:
+            lines = self.tailer.read_available()
+            for line in lines:
+                self._n += 1
+                st = strip_envelope(line.text)
+                if not st.text:
+                    continue
+                for event in parser.parse(self._n, st.text, st.ts):
+                    if event.ts is not None:
+                        t = epoch(event.ts)
+                        self._last_t = t if t > self._last_t else self._last_t
+                    store.apply(src, self._last_t if self._last_t != float("-inf") else 0.0, event)
+            count += len(lines)
+            if not self.tailer.has_more:
+                break
+        info = store.sources[src]
+        info.lines = self._n
+        info.version = info.version or self.parser.version
+        return count
+
+    def close(self) -> None:
+        self.tailer.close()
+
+
+def apply_poll(store: Store, engine: str, kind: str, url: str, status: int | None, body: bytes,
+               error: str | None, now: datetime) -> None:
+    """Turn one poll answer into engine state. `now` is the caller's clock (the model never reads one).
+    Only a failed connection is an error here; an HTTP status, even 503, is an answer."""
+    from parsers.engine_api import mlx_health, mlx_models
+
+    net_error = error if status is None else None
+    t = epoch(now)
+    if engine == "mlx" and kind == "health":
+        store.apply_poll(t, mlx_health(url, now, status, body, net_error))
+    elif engine == "mlx" and kind == "models":
+        store.apply_poll(t, mlx_models(url, now, status, body, net_error))

@@ -213,10 +213,6 @@ class Store:
             s.claim("default_context_length", event.ctx, ref)
         elif isinstance(event, ev.GpuInfo):
             self._count("gpus")
-        elif isinstance(event, ev.EngineStatus):
-            self._engine_status(t, event)
-        elif isinstance(event, ev.ModelList):
-            self.engines.setdefault(event.endpoint, EngineState(event.engine, event.endpoint)).models = event.models
         elif isinstance(event, ev.PromptText):
             # Prompt text is private: it leaves the store only when the user asked for it.
             self._count("prompt_text_lines")
@@ -239,6 +235,14 @@ class Store:
             mlx.token(t)
         elif isinstance(event, ev.Usage):
             mlx.usage(t, event)
+
+    def apply_poll(self, t: float, event: ev.EngineStatus | ev.ModelList) -> None:
+        """An answer from polling an engine endpoint (not tied to a log source)."""
+        self.version += 1
+        if isinstance(event, ev.EngineStatus):
+            self._engine_status(t, event)
+        else:
+            self.engines.setdefault(event.endpoint, EngineState(event.engine, event.endpoint)).models = event.models
 
     def process_sample(self, src: int, t: float, rss_bytes: int | None, alive: bool) -> None:
         """A sample of the engine process behind a log source (live mode: ietop.sources.host)."""

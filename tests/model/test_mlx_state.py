@@ -42,10 +42,10 @@ def test_models_empty_200_is_unknown_not_an_error() -> None:
 
 def test_zombie_generation_thread_died_but_health_ok_is_dead() -> None:
     store, sink, src = store_with_mlx()
-    store.apply(src, 1.0, ev.EngineStatus(0, T0, "mlx", "http://127.0.0.1:8080/health", "up", "health ok"))
+    store.apply_poll(1.0, ev.EngineStatus(0, T0, "mlx", "http://127.0.0.1:8080/health", "up", "health ok"))
     assert store.engines["http://127.0.0.1:8080/health"].state == "up"
     store.apply(src, 2.0, ev.ErrorEvent(10, T0, "engine_dead", "generation thread died (Thread-2)"))
-    store.apply(src, 3.0, ev.EngineStatus(0, T0, "mlx", "http://127.0.0.1:8080/health", "up", "health ok"))
+    store.apply_poll(3.0, ev.EngineStatus(0, T0, "mlx", "http://127.0.0.1:8080/health", "up", "health ok"))
     state = store.engines["http://127.0.0.1:8080/health"]
     assert state.state == "dead" and "generation thread died" in state.detail
     assert [u.reason for u in _flushed(store, sink, "unload")] == ["crashed"]

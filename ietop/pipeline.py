@@ -222,3 +222,19 @@ def apply_poll(store: Store, engine: str, kind: str, url: str, status: int | Non
         store.apply_poll(t, mlx_health(url, now, status, body, net_error))
     elif engine == "mlx" and kind == "models":
         store.apply_poll(t, mlx_models(url, now, status, body, net_error))
+
+
+def sample_engine_process(store: Store, src: int, now: datetime, *, port: int | None = None,
+                          cmdline_contains: str | None = None) -> int | None:
+    """Find the engine process behind a log source (by listening port, else command line) and feed its
+    RSS to the store; returns the pid, or None when no such process runs (which is itself a state)."""
+    from ietop.sources.host import find_processes, sample_process
+
+    pids = find_processes(port=port) if port is not None else []
+    if not pids and cmdline_contains:
+        pids = find_processes(cmdline_contains=cmdline_contains)
+    if not pids:
+        return None
+    sample = sample_process(pids[0])
+    store.process_sample(src, epoch(now), sample.rss_bytes, sample.alive)
+    return pids[0]

@@ -24,8 +24,7 @@ from mlx_server import MlxServer, port_refuses
 
 from ietop.model.records import Request
 from ietop.model.store import ListSink, Store
-from ietop.pipeline import LiveLog, apply_poll
-from ietop.sources.host import sample_process
+from ietop.pipeline import LiveLog, apply_poll, sample_engine_process
 from ietop.sources.http import get
 
 pytestmark = pytest.mark.e2e
@@ -60,8 +59,8 @@ def follow_run(server: MlxServer, log_path: Path, second_model: str) -> tuple[li
     poll_health(store, server.url)
     while worker.is_alive():
         live.pump()
-        sample = sample_process(server.pid)
-        store.process_sample(live.src, time.time(), sample.rss_bytes, sample.alive)
+        # As the dashboard does: the process is found by its listening port, not told.
+        assert sample_engine_process(store, live.src, datetime.now().astimezone(), port=server.port) == server.pid
         time.sleep(0.05)
     worker.join()
     if failure:

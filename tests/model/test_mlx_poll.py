@@ -11,7 +11,7 @@ import httpx
 
 from ietop.model.store import Store
 from ietop.pipeline import apply_poll
-from ietop.sources.http import PollResult, Poller
+from ietop.sources.http import Poller, PollResult
 
 BASE = "http://127.0.0.1:8080"
 ANSWERS = [

@@ -317,6 +317,73 @@ class PeakMemory(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class EngineStats(Event):
+    """A periodic stats line (vLLM V0 every 5 s, V1 every 10 s). Fractions are 0..1 (the log prints
+    percent); ``None`` where the line has no such segment. ``engine`` is the data-parallel rank
+    (V1 `Engine 000:`), None for V0. ``extra`` holds any other `Key: value` segment, numerically."""
+
+    engine: str | None
+    prompt_tps: float | None
+    gen_tps: float | None
+    running: int | None
+    waiting: int | None
+    swapped: int | None
+    kv_usage: float | None
+    prefix_hit_rate: float | None
+    extra: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StartupFact(Event):
+    """One fact of an engine's start-up, by key: version, max_model_len, weights_load_s,
+    model_memory_gib, model_load_s, kv_available_gib, kv_cache_tokens, gpu_blocks, cpu_blocks,
+    max_concurrency, max_concurrency_tokens, init_engine_s, served_model, listen. ``value`` is a number
+    or a string as the key implies."""
+
+    key: str
+    value: float | str
+
+
+@dataclass(frozen=True, slots=True)
+class RequestLogged(Event):
+    """vLLM request logging (`--enable-log-requests`): ``phase`` received, added or details;
+    ``prompt_tokens`` from the logged prompt token ids when present (the real prompt size)."""
+
+    request_id: str
+    phase: str
+    prompt_tokens: int | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption(Event):
+    """V0 scheduler warning that a request was preempted (only every 50th is logged)."""
+
+    request_id: str | None
+    mode: str | None
+    cumulative: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSample(Event):
+    """One sample of a Prometheus scrape, name canonicalised across engine versions (see
+    parsers.vllm_metrics). ``labels`` sorted; histogram samples keep their `_bucket`/`_sum`/`_count`
+    suffix and `le` label. ``line`` is the line in a saved scrape file, 0 for a live poll."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class Scrape(Event):
+    """A whole /metrics scrape at one instant (the unit the model computes deltas between)."""
+
+    endpoint: str
+    samples: tuple[MetricSample, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class EngineStatus(Event):
     """What an engine's endpoint said when polled: ``state`` is up, down (refused, timed out),
     dead (answers but cannot serve: MLX /health 503, or its generation thread died), or unknown
@@ -379,6 +446,12 @@ ALL_EVENT_TYPES: tuple[type[Event], ...] = (
     Usage,
     Throughput,
     PeakMemory,
+    EngineStats,
+    StartupFact,
+    RequestLogged,
+    Preemption,
+    MetricSample,
+    Scrape,
     EngineStatus,
     ModelList,
     PromptText,

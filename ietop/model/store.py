@@ -9,14 +9,14 @@ longer change are handed to a sink as soon as possible, so memory stays flat how
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, overload
 
 from ietop.model.config import Settings
-from ietop.model.loads import TOL_S, LoadTracker
+from ietop.model.facts import RequestFacts
+from ietop.model.loads import LoadTracker
 from ietop.model.mlx import MlxTracker
 from ietop.model.records import Ref, Request, Simple, is_inference
 from ietop.model.sketch import Sketch
@@ -24,7 +24,6 @@ from parsers import events as ev
 
 Sink = Callable[[str, Any], None]
 _MLX_EVENTS = (ev.RequestBody, ev.Admission, ev.PrefillProgress, ev.TokenDelta, ev.Usage, ev.GenerationStart)
-MAX_PENDING_FACTS = 4096
 
 
 @dataclass(slots=True)
@@ -35,21 +34,6 @@ class SourceInfo:
     version: str | None = None
     lines: int = 0
     unparsed_lines: int = 0
-
-
-@dataclass(slots=True)
-class _Fact:
-    """Per-request facts seen before the request's access line (prompt size, timings)."""
-
-    t: float
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class _Task:
-    ref: Ref
-    t: float
-    data: dict[str, Any] = field(default_factory=dict)
 
 
 class SourcePaths(Sequence[str]):
@@ -107,8 +91,7 @@ class Store:
         self.itl = Sketch()
         self.counts: dict[str, int] = {}
         self.version = 0
-        self._facts: dict[int, deque[_Fact]] = {}
-        self._tasks: dict[int, dict[int | None, _Task]] = {}
+        self.facts = RequestFacts(self.sink, self.settings)
         self._mlx: dict[int, MlxTracker] = {}
         self.engines: dict[str, EngineState] = {}
         self._now = 0.0
@@ -117,6 +100,7 @@ class Store:
         """Route finalized records to `sink` (before any event is applied)."""
         self.sink = sink
         self.loads = LoadTracker(sink)
+        self.facts = RequestFacts(sink, self.settings)
 
     def add_source(self, path: str, engine: str) -> int:
         self.sources.append(SourceInfo(path, engine))
@@ -195,11 +179,12 @@ class Store:
             s.observe("keep_alive", event.duration, ref)
             s.observe("runner_num_ctx", event.num_ctx, ref)
         elif isinstance(event, ev.Truncation):
-            self._truncation(src, t, event, ref)
+            self._count("truncations")
+            self.facts.truncation(src, t, event, ref)
         elif src in self._mlx and isinstance(event, _MLX_EVENTS):
             self._mlx_event(src, t, event, ref)
         elif isinstance(event, (ev.PromptTask, ev.Timing, ev.SlotRelease, ev.PrefillProgress, ev.CacheSlot)):
-            self._task_event(src, t, event, ref)
+            self.facts.task_event(src, t, event, ref)
         elif isinstance(event, ev.ErrorEvent):
             self._error(src, t, event, ref, engine)
         elif isinstance(event, ev.ServerStart):
@@ -273,7 +258,7 @@ class Store:
             mlx.access(req)  # finished later, when its facts are in (see ietop.model.mlx)
             return
         if req.inference:
-            self._enrich(src, req)
+            self.facts.enrich(src, req)
             self.loads.attribute(req)
         self._finish_request(req)
 
@@ -288,115 +273,6 @@ class Store:
                 self.itl.add(req.itl_s)
         self._count("requests")
         self.sink("request", req)
-
-    def _enrich(self, src: int, req: Request) -> None:
-        """Give a finished request the oldest per-request facts logged inside its lifetime (FIFO)."""
-        facts = self._facts.get(src)
-        while facts:
-            fact = facts[0]
-            if fact.t < req.t_start - TOL_S:
-                facts.popleft()  # belonged to a request whose access line we never saw
-                continue
-            if fact.t > req.t_end + TOL_S:
-                return
-            facts.popleft()
-            for key, value in fact.data.items():
-                setattr(req, key, value)
-            return
-
-    def _push_fact(self, src: int, t: float, data: dict[str, Any], merge_with_truncation: bool) -> None:
-        facts = self._facts.setdefault(src, deque())
-        if merge_with_truncation and facts and facts[-1].data.get("truncated") and t - facts[-1].t <= 2.0:
-            last = facts[-1].data
-            for key, value in data.items():
-                if key not in ("prompt_tokens", "prompt_tokens_source") or "prompt_tokens" not in last:
-                    last[key] = value
-            return
-        facts.append(_Fact(t, data))
-        while len(facts) > MAX_PENDING_FACTS:
-            facts.popleft()
-
-    def _truncation(self, src: int, t: float, event: ev.Truncation, ref: Ref) -> None:
-        self._count("truncations")
-        self.sink(
-            "truncation",
-            Simple("truncation", {
-                "time": _iso(event.ts), "limit": event.limit, "prompt": event.prompt, "keep": event.keep,
-                "new": event.new, "truncated": event.truncated, "form": event.form,
-            }, ref),
-        )
-        if event.form != "input_truncated":
-            self.settings.observe("ctx_per_slot_limit", event.limit, ref)
-        data: dict[str, Any] = {"truncated": event.truncated}
-        if event.prompt is not None:
-            data["prompt_tokens"] = event.prompt
-            data["prompt_tokens_source"] = "truncation"
-        self._push_fact(src, t, data, merge_with_truncation=False)
-
-    def _task_event(self, src: int, t: float, event: ev.Event, ref: Ref) -> None:
-        tasks = self._tasks.setdefault(src, {})
-        if isinstance(event, ev.CacheSlot):
-            self._push_fact(src, t, {
-                "prompt_tokens": event.prompt, "prompt_tokens_source": "log",
-                "cached_tokens": event.used, "prefill_tokens": event.remaining,
-            }, merge_with_truncation=True)
-            self.sink("task", Simple("task", {
-                "time": _iso(event.ts), "slot": event.slot, "task": None, "prompt_tokens": event.prompt,
-                "cached_tokens": event.used, "prefill_tokens": event.remaining,
-            }, ref))
-            return
-        key = getattr(event, "task", None)
-        if isinstance(event, ev.PromptTask):
-            if key in tasks:
-                self._finish_task(src, key)
-            tasks[key] = _Task(ref, t, {
-                "time": _iso(event.ts), "slot": event.slot, "task": event.task, "n_ctx_slot": event.n_ctx_slot,
-                "n_keep": event.n_keep, "prompt_tokens": event.n_tokens,
-            })
-            self.settings.observe("ctx_per_slot", event.n_ctx_slot, ref)
-            return
-        task = tasks.get(key)
-        if task is None:
-            task = tasks[key] = _Task(ref, t, {"time": _iso(event.ts), "task": key})
-        d = task.data
-        if isinstance(event, ev.PrefillProgress):
-            d.setdefault("progress", []).append(
-                {"n_tokens": event.n_tokens, "progress": event.progress, "t_s": event.t_s})
-        elif isinstance(event, ev.Timing):
-            name = "prompt_eval" if event.kind == "prompt" else event.kind
-            d[f"{name}_ms"] = event.ms
-            d[f"{name}_tokens"] = event.tokens
-            if event.kind == "total":
-                self._finish_task(src, key)
-        elif isinstance(event, ev.SlotRelease):
-            d["truncated"] = event.truncated
-            self._finish_task(src, key)
-
-    def _finish_task(self, src: int, key: int | None) -> None:
-        task = self._tasks.get(src, {}).pop(key, None)
-        if task is None:
-            return
-        d = task.data
-        fact: dict[str, Any] = {}
-        prompt = d.get("prompt_tokens")  # the whole prompt (llama-server task.n_tokens)
-        evaluated = d.get("prompt_eval_tokens")  # only the tokens computed, not served from cache
-        if prompt is not None or evaluated is not None:
-            # Without a task line (E0/E2 print_timings) the evaluated count is the whole prompt.
-            fact["prompt_tokens"] = prompt if prompt is not None else evaluated
-            fact["prompt_tokens_source"] = "log"
-        if evaluated is not None:
-            fact["prefill_tokens"] = evaluated
-            if prompt is not None:
-                fact["cached_tokens"] = max(0, prompt - evaluated)
-            # A lower bound: prefill only, not queueing or a load (those lines carry no time).
-            fact["ttft_s"] = round(d["prompt_eval_ms"] / 1000.0, 6)
-        if d.get("eval_tokens"):
-            fact["output_tokens"] = d["eval_tokens"]
-            fact["itl_s"] = round(d["eval_ms"] / d["eval_tokens"] / 1000.0, 6)
-        if d.get("truncated"):
-            fact["truncated"] = True
-        self._push_fact(src, task.t, fact, merge_with_truncation=True)
-        self.sink("task", Simple("task", d, task.ref))
 
     # -- the rest ------------------------------------------------------------------------------
     def _context(self, src: int, event: ev.ContextSize, ref: Ref) -> None:
@@ -439,9 +315,7 @@ class Store:
         """End of input: finalize everything still open."""
         for mlx in self._mlx.values():
             mlx.flush()
-        for src, tasks in self._tasks.items():
-            for key in list(tasks):
-                self._finish_task(src, key)
+        self.facts.flush()
         self.loads.flush()
 
 

@@ -1,0 +1,163 @@
+"""Per-request facts that the log prints before the request's access line: the real prompt size
+(truncation lines, DEBUG cache-slot lines, llama-server task lines), cache use and timings.
+
+An access line is written when its request finishes, so these facts wait in a per-source FIFO and the
+next access line whose lifetime [end − latency, end] contains a fact takes it (reference/ollama-summary.md
+"Real prompt size"). Facts older than any request that could own them are dropped: they belonged to a
+request whose access line is not in the log.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ietop.model.config import Settings
+from ietop.model.loads import TOL_S
+from ietop.model.records import Ref, Request, Simple
+from parsers import events as ev
+
+MAX_PENDING_FACTS = 4096
+
+
+@dataclass(slots=True)
+class _Fact:
+    t: float
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Task:
+    ref: Ref
+    t: float
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def _iso(ts: datetime | None) -> str | None:
+    return ts.isoformat() if ts is not None else None
+
+
+class RequestFacts:
+    """The FIFO of per-request facts and the runner-slot tasks they are assembled from."""
+
+    def __init__(self, sink: Callable[[str, Any], None], settings: Settings) -> None:
+        self.sink = sink
+        self.settings = settings
+        self._facts: dict[int, deque[_Fact]] = {}
+        self._tasks: dict[int, dict[int | None, _Task]] = {}
+
+    def enrich(self, src: int, req: Request) -> None:
+        """Give a finished request the oldest per-request facts logged inside its lifetime (FIFO)."""
+        facts = self._facts.get(src)
+        while facts:
+            fact = facts[0]
+            if fact.t < req.t_start - TOL_S:
+                facts.popleft()  # belonged to a request whose access line we never saw
+                continue
+            if fact.t > req.t_end + TOL_S:
+                return
+            facts.popleft()
+            for key, value in fact.data.items():
+                setattr(req, key, value)
+            return
+
+    def push(self, src: int, t: float, data: dict[str, Any], merge_with_truncation: bool) -> None:
+        facts = self._facts.setdefault(src, deque())
+        if merge_with_truncation and facts and facts[-1].data.get("truncated") and t - facts[-1].t <= 2.0:
+            last = facts[-1].data
+            for key, value in data.items():
+                if key not in ("prompt_tokens", "prompt_tokens_source") or "prompt_tokens" not in last:
+                    last[key] = value
+            return
+        facts.append(_Fact(t, data))
+        while len(facts) > MAX_PENDING_FACTS:
+            facts.popleft()
+
+    def truncation(self, src: int, t: float, event: ev.Truncation, ref: Ref) -> None:
+        self.sink(
+            "truncation",
+            Simple("truncation", {
+                "time": _iso(event.ts), "limit": event.limit, "prompt": event.prompt, "keep": event.keep,
+                "new": event.new, "truncated": event.truncated, "form": event.form,
+            }, ref),
+        )
+        if event.form != "input_truncated":
+            self.settings.observe("ctx_per_slot_limit", event.limit, ref)
+        data: dict[str, Any] = {"truncated": event.truncated}
+        if event.prompt is not None:
+            data["prompt_tokens"] = event.prompt
+            data["prompt_tokens_source"] = "truncation"
+        self.push(src, t, data, merge_with_truncation=False)
+
+    def task_event(self, src: int, t: float, event: ev.Event, ref: Ref) -> None:
+        tasks = self._tasks.setdefault(src, {})
+        if isinstance(event, ev.CacheSlot):
+            self.push(src, t, {
+                "prompt_tokens": event.prompt, "prompt_tokens_source": "log",
+                "cached_tokens": event.used, "prefill_tokens": event.remaining,
+            }, merge_with_truncation=True)
+            self.sink("task", Simple("task", {
+                "time": _iso(event.ts), "slot": event.slot, "task": None, "prompt_tokens": event.prompt,
+                "cached_tokens": event.used, "prefill_tokens": event.remaining,
+            }, ref))
+            return
+        key = getattr(event, "task", None)
+        if isinstance(event, ev.PromptTask):
+            if key in tasks:
+                self.finish_task(src, key)
+            tasks[key] = _Task(ref, t, {
+                "time": _iso(event.ts), "slot": event.slot, "task": event.task, "n_ctx_slot": event.n_ctx_slot,
+                "n_keep": event.n_keep, "prompt_tokens": event.n_tokens,
+            })
+            self.settings.observe("ctx_per_slot", event.n_ctx_slot, ref)
+            return
+        task = tasks.get(key)
+        if task is None:
+            task = tasks[key] = _Task(ref, t, {"time": _iso(event.ts), "task": key})
+        d = task.data
+        if isinstance(event, ev.PrefillProgress):
+            d.setdefault("progress", []).append(
+                {"n_tokens": event.n_tokens, "progress": event.progress, "t_s": event.t_s})
+        elif isinstance(event, ev.Timing):
+            name = "prompt_eval" if event.kind == "prompt" else event.kind
+            d[f"{name}_ms"] = event.ms
+            d[f"{name}_tokens"] = event.tokens
+            if event.kind == "total":
+                self.finish_task(src, key)
+        elif isinstance(event, ev.SlotRelease):
+            d["truncated"] = event.truncated
+            self.finish_task(src, key)
+
+    def finish_task(self, src: int, key: int | None) -> None:
+        task = self._tasks.get(src, {}).pop(key, None)
+        if task is None:
+            return
+        d = task.data
+        fact: dict[str, Any] = {}
+        prompt = d.get("prompt_tokens")  # the whole prompt (llama-server task.n_tokens)
+        evaluated = d.get("prompt_eval_tokens")  # only the tokens computed, not served from cache
+        if prompt is not None or evaluated is not None:
+            # Without a task line (E0/E2 print_timings) the evaluated count is the whole prompt.
+            fact["prompt_tokens"] = prompt if prompt is not None else evaluated
+            fact["prompt_tokens_source"] = "log"
+        if evaluated is not None:
+            fact["prefill_tokens"] = evaluated
+            if prompt is not None:
+                fact["cached_tokens"] = max(0, prompt - evaluated)
+            # A lower bound: prefill only, not queueing or a load (those lines carry no time).
+            fact["ttft_s"] = round(d["prompt_eval_ms"] / 1000.0, 6)
+        if d.get("eval_tokens"):
+            fact["output_tokens"] = d["eval_tokens"]
+            fact["itl_s"] = round(d["eval_ms"] / d["eval_tokens"] / 1000.0, 6)
+        if d.get("truncated"):
+            fact["truncated"] = True
+        self.push(src, task.t, fact, merge_with_truncation=True)
+        self.sink("task", Simple("task", d, task.ref))
+
+    def flush(self) -> None:
+        for src, tasks in self._tasks.items():
+            for key in list(tasks):
+                self.finish_task(src, key)

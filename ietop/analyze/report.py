@@ -21,7 +21,8 @@ from ietop.pipeline import run_files
 
 SCHEMA = "ietop.analyze/1"
 LIST_KEYS = (("requests", "request"), ("loads", "load"), ("unloads", "unload"),
-             ("truncations", "truncation"), ("errors", "error"), ("tasks", "task"))
+             ("truncations", "truncation"), ("errors", "error"), ("tasks", "task"),
+             ("engine_stats", "stats"), ("preemptions", "preemption"))
 
 
 @dataclass(slots=True)

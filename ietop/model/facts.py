@@ -49,12 +49,13 @@ class RequestFacts:
         self._facts: dict[int, deque[_Fact]] = {}
         self._tasks: dict[int, dict[int | None, _Task]] = {}
 
-    def enrich(self, src: int, req: Request) -> None:
-        """Give a finished request the oldest per-request facts logged inside its lifetime (FIFO)."""
+    def enrich(self, src: int, req: Request, bounded: bool = True) -> None:
+        """Give a finished request the oldest per-request facts logged inside its lifetime (FIFO).
+        `bounded=False` when the access line gives no latency to bound the lifetime with."""
         facts = self._facts.get(src)
         while facts:
             fact = facts[0]
-            if fact.t < req.t_start - TOL_S:
+            if bounded and fact.t < req.t_start - TOL_S:
                 facts.popleft()  # belonged to a request whose access line we never saw
                 continue
             if fact.t > req.t_end + TOL_S:

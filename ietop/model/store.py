@@ -20,6 +20,7 @@ from ietop.model.loads import LoadTracker
 from ietop.model.mlx import MlxTracker
 from ietop.model.records import Ref, Request, Simple, is_inference
 from ietop.model.sketch import Sketch
+from ietop.model.vllm import VllmTracker
 from parsers import events as ev
 
 Sink = Callable[[str, Any], None]
@@ -93,6 +94,7 @@ class Store:
         self.version = 0
         self.facts = RequestFacts(self.sink, self.settings)
         self._mlx: dict[int, MlxTracker] = {}
+        self._vllm: dict[int, VllmTracker] = {}
         self.engines: dict[str, EngineState] = {}
         self._now = 0.0
 
@@ -107,6 +109,8 @@ class Store:
         src = len(self.sources) - 1
         if engine == "mlx":
             self._mlx[src] = MlxTracker(src, self.loads, self._finish_request)
+        elif engine == "vllm":
+            self._vllm[src] = VllmTracker(src, self.sink, self.settings, self.facts)
         return src
 
     def _count(self, kind: str) -> None:
@@ -198,6 +202,15 @@ class Store:
             s.claim("default_context_length", event.ctx, ref)
         elif isinstance(event, ev.GpuInfo):
             self._count("gpus")
+        elif isinstance(event, ev.EngineStats) and src in self._vllm:
+            self._vllm[src].stats(t, event, ref)
+        elif isinstance(event, ev.StartupFact) and src in self._vllm:
+            self._vllm[src].startup(event, ref)
+        elif isinstance(event, ev.RequestLogged) and src in self._vllm:
+            self._vllm[src].request_logged(t, event)
+        elif isinstance(event, ev.Preemption) and src in self._vllm:
+            self._count("preemptions")
+            self._vllm[src].preemption(event, ref)
         elif isinstance(event, ev.PromptText):
             # Prompt text is private: it leaves the store only when the user asked for it.
             self._count("prompt_text_lines")
@@ -258,7 +271,8 @@ class Store:
             mlx.access(req)  # finished later, when its facts are in (see ietop.model.mlx)
             return
         if req.inference:
-            self.facts.enrich(src, req)
+            # vLLM access lines carry no latency: join request-logging facts in order, unbounded in time.
+            self.facts.enrich(src, req, bounded=src not in self._vllm)
             self.loads.attribute(req)
         self._finish_request(req)
 

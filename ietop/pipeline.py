@@ -9,22 +9,27 @@ does not grow with the size of the logs.
 from __future__ import annotations
 
 import heapq
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Protocol
 
 from ietop.model.store import Store
 from ietop.sources.files import SourceError, read_chunks
 from parsers.detect import detect_engine
 from parsers.envelope import strip_envelope
-from parsers.events import Event
+from parsers.events import Event, Scrape
 from parsers.framing import split_lines
 from parsers.ollama import ERAS, OllamaParser
 
 DETECT_LINES = 200
 _EPOCH_NAIVE = datetime(1970, 1, 1)  # noqa: DTZ001 - naive on purpose: log clocks without a zone
-SUPPORTED = ("ollama", "mlx")
+SUPPORTED = ("ollama", "mlx", "vllm")
+SCRAPE = "vllm-metrics"
+"""A saved `/metrics` scrape: read whole (scrapes are kilobytes) and applied as one event."""
+MAX_SCRAPE_BYTES = 64 << 20
+_STAMP_RE = re.compile(r"(\d{4})-?(\d{2})-?(\d{2})[T_-]?(\d{2}):?(\d{2}):?(\d{2})(Z)?|(?<!\d)(1\d{9})(?!\d)")
 
 
 class LineParser(Protocol):
@@ -39,12 +44,63 @@ class LineParser(Protocol):
     def parse(self, line: int, text: str, env_ts: datetime | None = None) -> list[Event]: ...
 
 
-def make_parser(engine: str) -> LineParser:
+def make_parser(engine: str, year: int | None = None) -> LineParser:
     if engine == "mlx":
         from parsers.mlx import MlxParser
 
         return MlxParser()
+    if engine == "vllm":
+        from parsers.vllm import VllmParser
+
+        # vLLM stamps carry no year: take the file's.
+        return VllmParser(year=year)
     return OllamaParser()
+
+
+def _looks_like_scrape(head: list[str]) -> bool:
+    first = [line for line in head[:10] if line.strip()]
+    return bool(first) and all(
+        line.startswith(("# HELP ", "# TYPE ", "# EOF")) or re.match(r"[a-zA-Z_:][\w:]*(\{.*\})? \S+", line)
+        for line in first
+    ) and any(line.startswith(("# TYPE ", "vllm:")) for line in first)
+
+
+def scrape_time(path: str) -> datetime:
+    """When a saved scrape was taken: a timestamp in its name (`metrics-20261129T155100Z.txt`,
+    `metrics-1795967269.txt`), else the file's modification time."""
+    import os
+
+    name = os.path.basename(path)
+    m = _STAMP_RE.search(name)
+    if m is not None and m.group(8):
+        return datetime.fromtimestamp(int(m.group(8)), tz=timezone.utc)
+    if m is not None:
+        y, mo, d, hh, mm, ss = (int(g) for g in m.groups()[:6])
+        try:
+            return datetime(y, mo, d, hh, mm, ss, tzinfo=timezone.utc if m.group(7) else None)
+        except ValueError:
+            pass
+    return datetime.fromtimestamp(os.stat(path).st_mtime, tz=timezone.utc)
+
+
+def _scrape_event(inp: FileInput) -> Iterator[tuple[float, int, int, Event]]:
+    from parsers.prometheus import ScrapeError, parse_scrape
+
+    data = b"".join(read_chunks(inp.path))
+    if len(data) > MAX_SCRAPE_BYTES:
+        raise FormatError(f"{inp.path}: a {len(data) >> 20} MiB metrics scrape is too large")
+    text = data.decode("utf-8", errors="replace")
+    ts = scrape_time(inp.path)
+    try:
+        scrape = parse_scrape(text, inp.path, ts, line=1)
+    except ScrapeError as exc:
+        raise FormatError(f"{inp.path}: {exc}") from exc
+    inp.lines = text.count("\n")
+    # Scrapes saved side by side are one endpoint's series (a window needs two of them).
+    import os
+
+    endpoint = "file:" + (os.path.dirname(os.path.abspath(inp.path)) or ".")
+    yield (epoch(ts), inp.src, 0, Scrape(scrape.line, scrape.ts, endpoint, scrape.samples))
 
 
 class FormatError(Exception):
@@ -71,7 +127,7 @@ def sniff(path: str, engine: str | None = None) -> str:
     """The engine of a file: given, or detected from its first lines. Raises FormatError/SourceError."""
     if engine is not None:
         if engine not in SUPPORTED:
-            raise FormatError(f"{path}: engine {engine!r} is not supported by analyze yet (supported: ollama, mlx)")
+            raise FormatError(f"{path}: engine {engine!r} is not supported (supported: {', '.join(SUPPORTED)})")
         return engine
     head: list[str] = []
     for line in split_lines(read_chunks(path, 1 << 16)):
@@ -82,12 +138,33 @@ def sniff(path: str, engine: str | None = None) -> str:
             break
     if not head:
         raise FormatError(f"{path}: empty log, nothing to analyze")
+    if _looks_like_scrape(head):
+        return SCRAPE
     found = detect_engine(head)
     if found is None:
         raise FormatError(f"{path}: unknown log format (not an Ollama, vLLM or MLX log); pass --engine to force one")
     if found not in SUPPORTED:
-        raise FormatError(f"{path}: looks like a {found} log; analyze supports only Ollama and MLX logs so far")
+        raise FormatError(f"{path}: looks like a {found} log, which analyze does not support")
     return found
+
+
+def _head(path: str) -> list[str]:
+    head: list[str] = []
+    for line in split_lines(read_chunks(path, 1 << 16)):
+        if line.text:
+            head.append(line.text)
+        if len(head) >= 20:
+            break
+    return head
+
+
+def _file_year(path: str) -> int | None:
+    import os
+
+    try:
+        return datetime.fromtimestamp(os.stat(path).st_mtime, tz=timezone.utc).year
+    except OSError:
+        return None
 
 
 def file_events(inp: FileInput) -> Iterator[tuple[float, int, int, Event]]:
@@ -130,10 +207,10 @@ def run_files(
     """Analyze files into `store`; returns the inputs (with line counts). Raises SourceError/FormatError."""
     inputs: list[FileInput] = []
     for path in paths:
-        found = sniff(path, engine)
-        src = store.add_source(path, found)
-        inputs.append(FileInput(path, found, make_parser(found), src))
-    streams = [file_events(inp) for inp in inputs]
+        found = sniff(path, engine) if engine != "vllm" or not _looks_like_scrape(_head(path)) else SCRAPE
+        src = store.add_source(path, "vllm" if found == SCRAPE else found)
+        inputs.append(FileInput(path, found, make_parser(found, _file_year(path)), src))
+    streams = [_scrape_event(inp) if inp.engine == SCRAPE else file_events(inp) for inp in inputs]
     merged: Iterable[tuple[float, int, int, Event]] = (
         streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda x: (x[0], x[1], x[2]))
     )
@@ -147,7 +224,10 @@ def run_files(
         info = store.sources[inp.src]
         info.lines = inp.lines
         era = inp.parser.era
-        info.format = ERAS.get(era, era) if era else f"{inp.engine} (format version not determined)"
+        if inp.engine == SCRAPE:
+            info.format = "Prometheus /metrics scrape"
+        else:
+            info.format = ERAS.get(era, era) if era else f"{inp.engine} (format version not determined)"
         info.version = info.version or inp.parser.version
     return inputs
 
@@ -214,14 +294,24 @@ def apply_poll(store: Store, engine: str, kind: str, url: str, status: int | Non
                error: str | None, now: datetime) -> None:
     """Turn one poll answer into engine state. `now` is the caller's clock (the model never reads one).
     Only a failed connection is an error here; an HTTP status, even 503, is an answer."""
-    from parsers.engine_api import mlx_health, mlx_models
+    from parsers.engine_api import metrics_status, mlx_health, openai_models
 
     net_error = error if status is None else None
     t = epoch(now)
     if engine == "mlx" and kind == "health":
         store.apply_poll(t, mlx_health(url, now, status, body, net_error))
-    elif engine == "mlx" and kind == "models":
-        store.apply_poll(t, mlx_models(url, now, status, body, net_error))
+    elif kind == "models":
+        store.apply_poll(t, openai_models(engine, url, now, status, body, net_error))
+    elif kind == "metrics":
+        from parsers.prometheus import parse_scrape_counted
+
+        samples, bad = 0, 0
+        if status == 200:
+            scrape, bad = parse_scrape_counted(body.decode("utf-8", errors="replace"), url, now)
+            samples = len(scrape.samples)
+            if samples:
+                store.apply_poll(t, scrape)
+        store.apply_poll(t, metrics_status(engine, url, now, status, samples, bad, net_error))
 
 
 def sample_engine_process(store: Store, src: int, now: datetime, *, port: int | None = None,

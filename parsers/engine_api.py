@@ -35,15 +35,32 @@ def mlx_health(endpoint: str, ts: datetime | None, status: int | None, body: byt
     return EngineStatus(0, ts, "mlx", endpoint, "unknown", f"health answered {status} {str(said or '')[:40]}".strip())
 
 
-def mlx_models(endpoint: str, ts: datetime | None, status: int | None, body: bytes,
-               error: str | None) -> ModelList:
-    """`/v1/models`. It can answer 200 with an EMPTY body (it crashes after the headers when the HF
-    cache directory is missing): that is "unknown", not an error."""
+def openai_models(engine: str, endpoint: str, ts: datetime | None, status: int | None, body: bytes,
+                  error: str | None) -> ModelList:
+    """OpenAI-style `/v1/models` (vLLM, MLX). MLX can answer 200 with an EMPTY body (it crashes after the
+    headers when the HF cache directory is missing): that is "unknown", not an error."""
     if error is not None or status != 200:
-        return ModelList(0, ts, "mlx", endpoint, None)
+        return ModelList(0, ts, engine, endpoint, None)
     doc = _json(body)
     data = doc.get("data") if isinstance(doc, dict) else None
     if not isinstance(data, list):
-        return ModelList(0, ts, "mlx", endpoint, None)
+        return ModelList(0, ts, engine, endpoint, None)
     ids = tuple(str(m["id"]) for m in data if isinstance(m, dict) and "id" in m)
-    return ModelList(0, ts, "mlx", endpoint, ids)
+    return ModelList(0, ts, engine, endpoint, ids)
+
+
+def mlx_models(endpoint: str, ts: datetime | None, status: int | None, body: bytes,
+               error: str | None) -> ModelList:
+    return openai_models("mlx", endpoint, ts, status, body, error)
+
+
+def metrics_status(engine: str, endpoint: str, ts: datetime | None, status: int | None, samples: int,
+                   bad_lines: int, error: str | None) -> EngineStatus:
+    """A `/metrics` poll: up when it answered with samples; an answer without any sample is garbage."""
+    if error is not None or status is None:
+        return EngineStatus(0, ts, engine, endpoint, "down", error or "no answer")
+    if status != 200:
+        return EngineStatus(0, ts, engine, endpoint, "unknown", f"metrics answered {status}")
+    if samples == 0:
+        return EngineStatus(0, ts, engine, endpoint, "unknown", f"metrics unreadable ({bad_lines} bad lines)")
+    return EngineStatus(0, ts, engine, endpoint, "up", f"{samples} samples")

@@ -10,7 +10,7 @@ import heapq
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import IO, Any
 
@@ -68,6 +68,17 @@ class Digest:
         return iso(self.last)
 
 
+def _plain(value: Any) -> Any:
+    """dataclasses.asdict output made JSON-ready (datetimes as ISO-8601, tuples as lists)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
 class Analysis:
     """The result of analyzing a set of files. Call `close()` when done (removes the spool)."""
 
@@ -95,9 +106,36 @@ class Analysis:
             for s in self.store.sources
         ]
 
+    def metrics(self) -> list[dict[str, Any]]:
+        """Per scraped endpoint: the window from its first to its last scrape (deltas of the cumulative
+        counters and histograms; percentiles interpolated inside the buckets read from the scrapes)."""
+        out = []
+        for endpoint in self.store.metrics.endpoints():
+            scrapes = self.store.metrics.scrapes(endpoint)
+            first, last = scrapes[0].ts, scrapes[-1].ts
+            if first is None or last is None:
+                continue
+            window = self.store.metrics.window(endpoint, last, (last - first).total_seconds() + 1.0)
+            if window is not None:
+                out.append(_plain(asdict(window)))
+        return out
+
     def latency(self) -> dict[str, Any]:
         st = self.store
-        return {"e2e_s": st.e2e.summary(), "ttft_s": st.ttft.summary(), "itl_s": st.itl.summary()}
+        result: dict[str, Any] = {"e2e_s": st.e2e.summary(), "ttft_s": st.ttft.summary(), "itl_s": st.itl.summary(),
+                                  "source": "requests"}
+        if st.e2e.count == 0 and st.ttft.count == 0:
+            # vLLM logs no per-request timing: the percentiles come from the scraped histograms.
+            for window in self.metrics():
+                hists = window["total"]["histograms"]
+                for key, name in (("e2e_s", "e2e"), ("ttft_s", "ttft"), ("itl_s", "itl")):
+                    h = hists.get(name)
+                    if h is not None and h["count"]:
+                        result[key] = {"count": h["count"], "p50": h["p50"], "p90": h["p90"], "p99": h["p99"],
+                                       "max": None, "mean": h["mean"]}
+                result["source"] = "metrics"
+                break
+        return result
 
     def write_json(self, out: IO[str]) -> None:
         """Write the whole `ietop.analyze/1` document to `out`."""
@@ -119,6 +157,8 @@ class Analysis:
             out.write("]")
         out.write(',"config":')
         out.write(dumps(self.store.settings.as_dict(self.source_paths)))
+        out.write(',"metrics":')
+        out.write(dumps(self.metrics()))
         out.write(',"latency":')
         out.write(dumps(self.latency()))
         out.write(',"counts":')

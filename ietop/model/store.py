@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, overload
 
 from ietop.model.config import Settings
+from ietop.model.counters import ScrapeStore
 from ietop.model.facts import RequestFacts
 from ietop.model.loads import LoadTracker
 from ietop.model.mlx import MlxTracker
@@ -96,6 +97,7 @@ class Store:
         self._mlx: dict[int, MlxTracker] = {}
         self._vllm: dict[int, VllmTracker] = {}
         self.engines: dict[str, EngineState] = {}
+        self.metrics = ScrapeStore()
         self._now = 0.0
 
     def set_sink(self, sink: Sink) -> None:
@@ -202,6 +204,8 @@ class Store:
             s.claim("default_context_length", event.ctx, ref)
         elif isinstance(event, ev.GpuInfo):
             self._count("gpus")
+        elif isinstance(event, ev.Scrape):
+            self.metrics.add(event)
         elif isinstance(event, ev.EngineStats) and src in self._vllm:
             self._vllm[src].stats(t, event, ref)
         elif isinstance(event, ev.StartupFact) and src in self._vllm:
@@ -234,10 +238,12 @@ class Store:
         elif isinstance(event, ev.Usage):
             mlx.usage(t, event)
 
-    def apply_poll(self, t: float, event: ev.EngineStatus | ev.ModelList) -> None:
+    def apply_poll(self, t: float, event: ev.EngineStatus | ev.ModelList | ev.Scrape) -> None:
         """An answer from polling an engine endpoint (not tied to a log source)."""
         self.version += 1
-        if isinstance(event, ev.EngineStatus):
+        if isinstance(event, ev.Scrape):
+            self.metrics.add(event)
+        elif isinstance(event, ev.EngineStatus):
             self._engine_status(t, event)
         else:
             self.engines.setdefault(event.endpoint, EngineState(event.engine, event.endpoint)).models = event.models

@@ -14,7 +14,7 @@ import httpx
 
 from ietop.model.store import Store
 from ietop.pipeline import apply_poll
-from ietop.sources.http import PollResult, Poller
+from ietop.sources.http import Poller, PollResult
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "vllm" / "metrics"
 SCRAPES = sorted(FIX.glob("real-basic-metrics-*.txt"))

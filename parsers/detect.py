@@ -10,19 +10,36 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from datetime import datetime
+from typing import Protocol
 
-from parsers.events import Unparsed
+from parsers.events import Event, Unparsed
 from parsers.ollama import OllamaParser
 
-_VLLM_RE = re.compile(r"(?:\(\w+ pid=\d+\) )?(?:INFO|WARNING|ERROR|DEBUG) \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \[")
+# vLLM: optional `(Proc pid=N) `, level, `MM-DD hh:mm:ss` (or a full date with a custom format), then the
+# Python file (`[loggers.py:335]`, V0 without the bracket, relative paths at DEBUG). TUI borders `│ ` too.
+_VLLM_RE = re.compile(
+    r"(?:[│|]\s*)?(?:\([^)]*\) )?(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) (?:\d{2}-\d{2}|\d{4}-\d{2}-\d{2}) "
+    r"\d{2}:\d{2}:\d{2}(?:[.,]\d+)? \[?[\w./-]+\.py:\d+\]"
+)
 _MLX_RE = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:,\d{3})? - (?:INFO|DEBUG|WARNING|ERROR) - ")
 _OLLAMA_STRONG = ("[GIN] ", "time=", "llama runner started", "llama-server started")
 
 
 def detect_engine(lines: Iterable[str]) -> str | None:
-    """'ollama', 'vllm', 'mlx' or None when the lines do not look like any engine's log."""
-    parser = OllamaParser()
-    recognised = 0
+    """'ollama', 'vllm', 'mlx' or None when the lines do not look like any engine's log.
+
+    A line in an engine's own envelope decides at once. Otherwise every engine's parser reads the lines
+    and the one that draws facts (events other than Unparsed) from the most lines wins: raw pastes
+    (stripped prefixes, tracebacks, llama.cpp output) carry no envelope but still carry that engine's
+    messages.
+    """
+    from parsers.mlx import MlxParser
+    from parsers.vllm import VllmParser
+
+    parsers: dict[str, _Parser] = {"ollama": OllamaParser(), "vllm": VllmParser(), "mlx": MlxParser()}
+    score = dict.fromkeys(parsers, 0)
+    known = dict.fromkeys(parsers, 0)  # lines recognised, with or without a fact: the tie-breaker
     total = 0
     for n, text in enumerate(lines, 1):
         if not text.strip():
@@ -32,11 +49,27 @@ def detect_engine(lines: Iterable[str]) -> str | None:
             return "vllm"
         if _MLX_RE.match(text):
             return "mlx"
-        events = parser.parse(n, text)
-        parsed = not any(isinstance(e, Unparsed) for e in events)
-        if parsed and text.startswith(_OLLAMA_STRONG):
+        if text.startswith(_OLLAMA_STRONG) and _facts(parsers["ollama"].parse(n, text)):
             return "ollama"
-        recognised += parsed
-    if total and recognised / total >= 0.5:
-        return "ollama"
+        for name, parser in parsers.items():
+            events = parser.parse(n, text)
+            score[name] += _facts(events)
+            known[name] += not any(isinstance(e, Unparsed) for e in events)
+    for name, parser in parsers.items():
+        flush = getattr(parser, "flush", None)
+        if flush is not None:  # a traceback becomes one fact only when it ends
+            score[name] += _facts(flush())
+    for table in (score, known):
+        best = max(table.values(), default=0)
+        winners = [name for name, value in table.items() if value == best]
+        if best > 0 and len(winners) == 1 and (table is score or best * 2 >= total):
+            return winners[0]
     return None
+
+
+class _Parser(Protocol):
+    def parse(self, line: int, text: str, env_ts: datetime | None = None) -> list[Event]: ...
+
+
+def _facts(events: list[Event]) -> bool:
+    return any(not isinstance(e, Unparsed) for e in events)

@@ -115,7 +115,7 @@ def parse_human_bytes(text: str | None) -> int | None:
     """`"11.3 GiB"` (Go HumanBytes2) or a raw byte count → bytes."""
     if not text:
         return None
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # str.isdigit() also accepts "²", which int() refuses
         return int(text)
     m = _HUMAN_RE.fullmatch(text.strip())
     if m is None:

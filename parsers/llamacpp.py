@@ -154,7 +154,7 @@ def _int(fields: dict[str, object], key: str) -> int | None:
         return None
     if isinstance(v, int):
         return v
-    if isinstance(v, str) and v.isdigit():
+    if isinstance(v, str) and v.isascii() and v.isdigit():
         return int(v)
     return None
 

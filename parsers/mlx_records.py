@@ -43,8 +43,8 @@ def access_events(line: int, m: re.Match[str], rest: str) -> list[Event]:
     quoted, _, tail = rest.rpartition(" ")
     quoted, _, status = quoted.rpartition(" ")
     # rpartition, not a regex: the request line is printed verbatim and may itself contain quotes.
-    if len(quoted) < 2 or quoted[0] != '"' or quoted[-1] != '"' or len(status) != 3 or not status.isdigit() \
-            or not tail:
+    status_ok = len(status) == 3 and status.isascii() and status.isdigit()
+    if len(quoted) < 2 or quoted[0] != '"' or quoted[-1] != '"' or not status_ok or not tail:
         return []
     reqline = quoted[1:-1]
     rm = _REQLINE_RE.fullmatch(reqline)

@@ -183,7 +183,8 @@ class OllamaParser:
         status_text = parts[1].strip()
         method, _, quoted = parts[4].strip().partition(" ")
         quoted = quoted.lstrip()
-        if not (status_text.isdigit() and len(quoted) >= 2 and quoted[0] == '"' and quoted[-1] == '"'):
+        status_ok = status_text.isascii() and status_text.isdigit()
+        if not (status_ok and len(quoted) >= 2 and quoted[0] == '"' and quoted[-1] == '"'):
             return self._gin_slow(line, text)
         if stamp != self._gin_stamp or self.offset != self._gin_offset:
             try:

@@ -163,8 +163,11 @@ def _settings(an: Analysis) -> RenderableType:
 
 
 def _latency(an: Analysis) -> RenderableType:
-    t = _table("Latency (inference requests)", ["metric", "count", "p50", "p90", "p99", "max"])
-    for name, summary in an.latency().items():
+    latency = an.latency()
+    source = latency.pop("source", "requests")
+    title = "Latency (inference requests)" if source == "requests" else "Latency (from /metrics histograms)"
+    t = _table(title, ["metric", "count", "p50", "p90", "p99", "max"])
+    for name, summary in latency.items():
         t.add_row(Text(name), _t(summary["count"]), _t(summary["p50"]), _t(summary["p90"]),
                   _t(summary["p99"]), _t(summary["max"]))
     return t

@@ -304,7 +304,7 @@ def compute_window(endpoint: str, scrapes: Iterable[Scrape], now: datetime, seco
     label_sets = [labels for fam in hists.values() for labels in fam]
     label_sets += [labels for fam in (*counters.values(), *gauges.values()) for labels in fam]
     engines = {e for e in map(_engine, label_sets) if e is not None}
-    ordered = sorted(engines, key=lambda e: (0, int(e), e) if e.isdigit() else (1, 0, e))
+    ordered = sorted(engines, key=lambda e: (0, int(e), e) if e.isascii() and e.isdigit() else (1, 0, e))
     per_engine = tuple(_engine_window(e, hists, counters, gauges, span) for e in ordered)
     total = _engine_window(None, hists, counters, gauges, span)
     start = _ts(chain[0]) if has_baseline else None

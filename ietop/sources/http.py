@@ -107,7 +107,7 @@ async def _fetch(client: httpx.AsyncClient, url: str, timeout: float, max_body: 
     """GET ``url``; return (status, body, complete). Raises httpx/OS errors for the caller to map."""
     async with client.stream("GET", url, timeout=timeout) as response:
         declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > max_body:
+        if declared.isascii() and declared.isdigit() and int(declared) > max_body:
             return response.status_code, b"", False  # refuse before reading a byte of it
         parts: list[bytes] = []
         size = 0

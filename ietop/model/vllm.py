@@ -55,7 +55,8 @@ class VllmTracker:
 
     def request_logged(self, t: float, e: ev.RequestLogged) -> None:
         # `received` (≤ 0.11.1, INFO) and `details` (DEBUG) may both carry the token ids: count once.
-        if e.prompt_tokens is None or e.request_id in self._prompt_seen:
+        # /tokenize calls are logged like requests but never reach the access log as inference.
+        if e.prompt_tokens is None or e.request_id in self._prompt_seen or e.request_id.startswith("tokenize-"):
             return
         self._prompt_seen.add(e.request_id)
         if len(self._prompt_seen) > 65536:

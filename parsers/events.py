@@ -144,6 +144,9 @@ class Eviction(Event):
     model: str | None
     reason: str
     num_ctx: int | None = None
+    blob: str | None = None
+    """The model's blob path when the line names the model both ways (DEBUG `runner.name` and
+    `runner.model`): how a load, which only knows the blob, is matched with its name."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,7 +103,7 @@ def _evict_for_load(msg: str, attrs: str, level: str, line: int, ts: datetime | 
 
 def _victim(msg: str, attrs: str, level: str, line: int, ts: datetime | None) -> list[Event]:
     a = parse_attrs(attrs)
-    return [Eviction(line, ts, _model(a), "evicted", _int(a.get("runner.num_ctx")))]
+    return [Eviction(line, ts, _model(a), "evicted", _int(a.get("runner.num_ctx")), a.get("runner.model"))]
 
 
 def _expire(msg: str, attrs: str, level: str, line: int, ts: datetime | None) -> list[Event]:

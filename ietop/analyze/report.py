@@ -15,6 +15,8 @@ from datetime import datetime
 from typing import IO, Any
 
 from ietop.analyze.spool import Spool
+from ietop.model.counters import Window
+from ietop.model.hints import HintContext, HintEngine
 from ietop.model.records import Request, iso
 from ietop.model.store import SourcePaths, Store
 from ietop.pipeline import run_files
@@ -89,11 +91,16 @@ class Analysis:
         self.source_paths = SourcePaths(self.store)
         self.spool = Spool(self.source_paths)
         self.digest = Digest()
+        self.hint_engine = HintEngine()
         self.spool.hooks.append(self.digest)
+        self.spool.hooks.append(self.hint_engine.observe)
         self.store.set_sink(self.spool)
         self.include_prompts = include_prompts
         try:
             run_files(self.store, self.paths, engine, since, until)
+            self.hints = self.hint_engine.evaluate(self.hint_context())
+            for hint in self.hints:
+                self.spool("hint", hint)
         except BaseException:
             self.spool.cleanup()
             raise
@@ -106,7 +113,7 @@ class Analysis:
             for s in self.store.sources
         ]
 
-    def metrics(self) -> list[dict[str, Any]]:
+    def windows(self) -> list[Window]:
         """Per scraped endpoint: the window from its first to its last scrape (deltas of the cumulative
         counters and histograms; percentiles interpolated inside the buckets read from the scrapes)."""
         out = []
@@ -117,8 +124,18 @@ class Analysis:
                 continue
             window = self.store.metrics.window(endpoint, last, (last - first).total_seconds() + 1.0)
             if window is not None:
-                out.append(_plain(asdict(window)))
+                out.append(window)
         return out
+
+    def metrics(self) -> list[dict[str, Any]]:
+        return [_plain(asdict(w)) for w in self.windows()]
+
+    def hint_context(self) -> HintContext:
+        st = self.store
+        cfg = st.settings
+        return HintContext(cfg.configured, cfg.configured_ref, cfg.effective, cfg.effective_ref,
+                           tuple(self.windows()), None, st.e2e.quantile(0.5), st.e2e.quantile(0.99), st.e2e.count,
+                           dict(st.loads.aliases))
 
     def latency(self) -> dict[str, Any]:
         st = self.store
@@ -163,7 +180,9 @@ class Analysis:
         out.write(dumps(self.latency()))
         out.write(',"counts":')
         out.write(dumps(self.store.counts))
-        out.write(',"hints":[]}\n')
+        out.write(',"hints":[')
+        out.write(",".join(self.spool.raw_lines("hint")))
+        out.write("]}\n")
 
     def close(self) -> None:
         self.spool.cleanup()

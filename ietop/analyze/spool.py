@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
-KINDS = ("request", "load", "unload", "truncation", "error", "task", "prompt", "stats", "preemption")
+KINDS = ("request", "load", "unload", "truncation", "error", "task", "prompt", "stats", "preemption", "hint")
 
 
 class Spool:

@@ -44,6 +44,8 @@ class LoadTracker:
         self._unloads: deque[Unload] = deque()
         self._awaiting_for_model: dict[int, list[Unload]] = {}
         self.resident: dict[str, float] = {}
+        self.aliases: dict[str, str] = {}
+        """Short blob name → model name, learned from DEBUG lines that give both."""
         self.loads_total = 0
         self.unloads_total = 0
 

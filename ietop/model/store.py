@@ -165,9 +165,8 @@ class Store:
             if event.kv_size and event.parallel:
                 s.observe("ctx_per_slot", event.kv_size // event.parallel, ref)
         elif isinstance(event, ev.Offload):
-            current = loads.current(src)
-            if current is not None:
-                current.offload = (event.offloaded, event.total)
+            # The estimate line comes before the launch (E2/E3), llama.cpp's own line during the load.
+            loads.open(src, t, ts, ref, engine).offload = (event.offloaded, event.total)
             s.observe("gpu_layers", f"{event.offloaded}/{event.total}" if event.total else event.offloaded, ref)
         elif isinstance(event, ev.LoadDone):
             loads.done(src, t, ts, ref, engine, event.duration_s)
@@ -179,6 +178,8 @@ class Store:
         elif isinstance(event, ev.Eviction):
             loads.prelude(src, t, ts, ref)
             loads.unload(src, t, ts, ref, engine, event.reason, _model(event.model), event.num_ctx)
+            if event.model and event.blob:
+                loads.aliases[_model(event.blob) or ""] = _model(event.model) or ""
         elif isinstance(event, ev.UnloadStep):
             self._unload_step(src, t, event, ref, engine)
         elif isinstance(event, ev.IdleTimer):

@@ -1,0 +1,417 @@
+"""Diagnostic hints: the symptom table (seeds/001) and the field lessons (seeds/000) as small rules.
+
+A hint is a hypothesis with evidence, not a verdict: each names the log lines or metric windows that
+fired it, the causes to verify and the next step. `HintEngine` watches finalized records stream past
+(bounded memory: counts plus the first lines of evidence) and `evaluate()` applies every rule to what it
+saw and to the store's state, so hints clear when the symptom is no longer in the data it is given.
+Thresholds are named constants so a reader can argue with them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ietop.model.records import Load, Ref, Request, Simple, Unload
+
+SLOW_S = 5.0
+"""An inference request slower than this is "slow" (and any above the p90 of a busier log)."""
+COLD_SHARE = 0.3
+"""cold-load-latency: the load must be at least this share of a slow request's latency."""
+THRASH_WINDOW_S = 600.0
+"""eviction-thrash: a model loaded again within this long after it was evicted."""
+OUTPUT_SHARE = 0.7
+"""output-dominates: decode time (output tokens × ITL) is at least this share of the latency."""
+HEALTHY_ITL_S = 0.1
+"""output-dominates: at most this per token (≥ 10 tokens/s) counts as a healthy decode rate."""
+OVERLAP_MIN = 3
+QUEUE_RATIO = 1.3
+"""queueing: ≥ OVERLAP_MIN requests in flight together, slower by this factor than requests alone."""
+KV_HIGH = 0.9
+"""kv-pressure: KV-cache usage at or above this fraction."""
+TAIL_RATIO = 5.0
+TAIL_MIN_REQUESTS = 20
+"""tail-latency: p99 ≥ TAIL_RATIO × p50 over at least TAIL_MIN_REQUESTS."""
+LOW_HIT_RATE = 0.1
+LONG_PROMPT_TOKENS = 512
+"""low-prefix-cache-hits: hit rate below this while prompts average at least LONG_PROMPT_TOKENS."""
+EVIDENCE_MAX = 8
+KEEP = 5000
+
+LOOPBACK = ("127.", "localhost", "[::1]", "::1")
+FAILURE_KINDS = ("oom", "runner_crash", "load_failed", "engine_dead")
+
+
+@dataclass(frozen=True, slots=True)
+class Hint:
+    id: str
+    severity: str
+    title: str
+    detail: str
+    evidence: tuple[Ref, ...]
+    causes: tuple[str, ...]
+    next: str
+
+    def as_dict(self, paths: Sequence[str]) -> dict[str, Any]:
+        return {"id": self.id, "severity": self.severity, "title": self.title, "detail": self.detail,
+                "evidence": [{"path": paths[r.src], "line": r.line} for r in self.evidence],
+                "causes": list(self.causes), "next": self.next}
+
+
+@dataclass(slots=True)
+class _Seen:
+    """What the rules need of the records that streamed past, bounded."""
+
+    requests: deque[Request] = field(default_factory=lambda: deque(maxlen=KEEP))
+    loads: deque[Load] = field(default_factory=lambda: deque(maxlen=KEEP))
+    unloads: deque[Unload] = field(default_factory=lambda: deque(maxlen=KEEP))
+    truncations: list[Simple] = field(default_factory=list)
+    truncation_count: int = 0
+    errors: dict[str, list[Simple]] = field(default_factory=dict)
+    stats_waiting: list[Simple] = field(default_factory=list)
+    stats_kv: list[Simple] = field(default_factory=list)
+    preemptions: list[Simple] = field(default_factory=list)
+    preemption_count: int = 0
+
+
+class HintEngine:
+    """Sink hook (`observe`) plus the rules (`evaluate`)."""
+
+    def __init__(self) -> None:
+        self.seen = _Seen()
+
+    def observe(self, kind: str, record: Any) -> None:
+        s = self.seen
+        if kind == "request" and record.inference:
+            s.requests.append(record)
+        elif kind == "load":
+            s.loads.append(record)
+        elif kind == "unload":
+            s.unloads.append(record)
+        elif kind == "truncation":
+            s.truncation_count += 1
+            if len(s.truncations) < EVIDENCE_MAX or (record.data.get("prompt") or 0) > _largest(s.truncations):
+                s.truncations.append(record)
+        elif kind == "error":
+            bucket = s.errors.setdefault(record.data["kind"], [])
+            if len(bucket) < EVIDENCE_MAX:
+                bucket.append(record)
+        elif kind == "stats":
+            if (record.data.get("waiting") or 0) >= 1 and len(s.stats_waiting) < 1000:
+                s.stats_waiting.append(record)
+            if (record.data.get("kv_usage") or 0) >= KV_HIGH and len(s.stats_kv) < 1000:
+                s.stats_kv.append(record)
+        elif kind == "preemption":
+            s.preemption_count += 1
+            if len(s.preemptions) < EVIDENCE_MAX:
+                s.preemptions.append(record)
+
+    def evaluate(self, ctx: HintContext) -> list[Hint]:
+        hints: list[Hint] = []
+        for rule in RULES:
+            hint = rule(self.seen, ctx)
+            if hint is not None:
+                hints.append(hint)
+        order = {"crit": 0, "warn": 1, "info": 2}
+        return sorted(hints, key=lambda h: order[h.severity])
+
+
+@dataclass(frozen=True, slots=True)
+class HintContext:
+    """Store state the rules read: settings (claims and evidence), metric windows, listen addresses."""
+
+    configured: dict[str, Any]
+    configured_ref: dict[str, Ref]
+    effective: dict[str, Any]
+    effective_ref: dict[str, Ref]
+    metric_windows: tuple[Any, ...] = ()
+    gpu_util: float | None = None
+    p50: float | None = None
+    p99: float | None = None
+    latency_count: int = 0
+    aliases: dict[str, str] = field(default_factory=dict)
+
+
+def _largest(records: list[Simple]) -> int:
+    return max((r.data.get("prompt") or 0 for r in records), default=0)
+
+
+def _refs(items: Sequence[Any]) -> tuple[Ref, ...]:
+    return tuple(getattr(i, "ref", None) or i for i in items[:EVIDENCE_MAX])
+
+
+def _median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+# -- the rules ---------------------------------------------------------------------------------
+def cold_load_latency(s: _Seen, ctx: HintContext) -> Hint | None:
+    slow = [r for r in s.requests if r.latency_s is not None and r.latency_s >= SLOW_S]
+    waited = [r for r in slow if r.cold_load and r.load_s and r.load_s >= COLD_SHARE * (r.latency_s or 0)]
+    if not waited:
+        return None
+    models = sorted({r.model for r in waited if r.model})
+    loads = [ld for ld in s.loads if ld.trigger is not None and any(ld.trigger is r for r in waited)]
+    med = _median([r.load_s or 0.0 for r in waited])
+    which = f" of {', '.join(models)}" if models else ""
+    return Hint("cold-load-latency", "crit" if med >= 10 else "warn", "Slow requests waited for a model load",
+                f"{len(waited)} of {len(slow)} slow requests waited for a load{which}, median {med:.1f} s",
+                _refs(waited) + tuple(ld.done_ref or ld.ref for ld in loads[:EVIDENCE_MAX]),
+                ("keep-alive too short", "model evicted by another", "too many models for the memory"),
+                "raise keep-alive (OLLAMA_KEEP_ALIVE / keep_alive) or preload; cap loaded models to what fits")
+
+
+def eviction_thrash(s: _Seen, ctx: HintContext) -> Hint | None:
+    evictions = [u for u in s.unloads if u.reason in ("evicted", "switched")]
+    if not evictions:
+        return None
+    pingpong: list[tuple[Unload, Load]] = []
+    for u in evictions:
+        for ld in s.loads:
+            if (ld.status == "ok" and ld.model and u.model and _same(ld.model, u.model, ctx.aliases)
+                    and ld.t_begin >= u.t and ld.t_begin - u.t <= THRASH_WINDOW_S):
+                pingpong.append((u, ld))
+                break
+    if pingpong:
+        u, back = pingpong[0]
+        cost = sum(ld.duration_s or 0 for _, ld in pingpong)
+        return Hint("eviction-thrash", "warn" if len(pingpong) < 3 else "crit", "Models evict each other",
+                    f"{u.model} was evicted to load {u.for_model or 'another model'} and loaded again "
+                    f"{back.t_begin - u.t:.0f} s later ({back.duration_s or 0:.1f} s); {len(pingpong)} reload(s) "
+                    f"cost {cost:.1f} s in all",
+                    tuple(x for u2, ld2 in pingpong[:EVIDENCE_MAX] for x in (u2.ref, ld2.done_ref or ld2.ref)),
+                    ("max loaded models too low for the lineup", "an embedder sharing the GPU with the chat model",
+                     "memory estimate too high"),
+                    "raise max loaded models if memory allows; route that call elsewhere; count every model the "
+                    "path can load")
+    u = evictions[0]
+    names = f"{u.model or 'a model'} to load {u.for_model}" if u.for_model else f"{u.model or 'a model'}"
+    return Hint("eviction-thrash", "info", "A model was evicted",
+                f"{len(evictions)} eviction(s): {names}; nothing was loaded back within {THRASH_WINDOW_S:.0f} s",
+                _refs(evictions), ("two models do not fit together",),
+                "if the evicted model is needed again soon, raise max loaded models or keep it on another engine")
+
+
+def context_not_in_effect(s: _Seen, ctx: HintContext) -> Hint | None:
+    claim = ctx.configured.get("context_length")
+    if not claim:  # 0 = "use the VRAM tier" (Ollama ≥ 0.15.5)
+        claim = ctx.configured.get("default_context_length")
+    eff_key = next((k for k in ("ctx_per_slot", "ctx_per_slot_limit") if k in ctx.effective), None)
+    effective = ctx.effective.get(eff_key) if eff_key else None
+    train = ctx.effective.get("n_ctx_train")
+    if isinstance(claim, int) and isinstance(effective, int) and claim > 0 and claim != effective:
+        refs = tuple(r for r in (ctx.configured_ref.get("context_length") or ctx.configured_ref.get(
+            "default_context_length"), ctx.effective_ref.get(eff_key or "")) if r is not None)
+        return Hint("context-not-in-effect", "warn", "Configured context is not the one in effect",
+                    f"configured context {claim}, but the runner uses {effective} per slot",
+                    refs, ("set in the shell, not the service environment", "a Modelfile num_ctx wins",
+                           "/v1 endpoints cannot pass num_ctx", "capped at the model's trained context"),
+                    "set it where the server reads it (service env, Modelfile, request options); confirm here")
+    if isinstance(effective, int) and isinstance(train, int) and effective < train:
+        refs = tuple(r for r in (ctx.effective_ref.get(eff_key or ""), ctx.effective_ref.get("n_ctx_train"))
+                     if r is not None)
+        sev = "warn" if s.truncation_count else "info"
+        return Hint("context-not-in-effect", sev, "Context below what the model supports",
+                    f"the runner uses {effective} tokens per slot of the model's {train}"
+                    + (f"; {s.truncation_count} prompt(s) were truncated" if s.truncation_count else ""),
+                    refs, ("default context in effect", "a setting that did not reach the runner"),
+                    "if longer prompts are expected, set the context explicitly and confirm it in this line")
+    return None
+
+
+def prompt_truncated(s: _Seen, ctx: HintContext) -> Hint | None:
+    if not s.truncation_count:
+        return None
+    largest = max(s.truncations, key=lambda r: r.data.get("prompt") or 0)
+    limit = largest.data.get("limit")
+    shifted = all(not r.data.get("truncated", True) for r in s.truncations)
+    what = "exceeded the context and were shifted" if shifted else "were truncated"
+    return Hint("prompt-truncated", "warn", "Prompts cut to fit the context",
+                f"{s.truncation_count} prompt(s) {what} to a limit of {limit}; the largest had "
+                f"{largest.data.get('prompt') or 'unknown'} tokens; the requests still returned 200",
+                _refs(s.truncations), ("context too small for the prompts", "context setting not in effect"),
+                "raise the context (and check it took effect) or shorten prompts")
+
+
+def output_dominates(s: _Seen, ctx: HintContext) -> Hint | None:
+    slow = [r for r in s.requests if r.latency_s and r.latency_s >= SLOW_S and r.output_tokens and r.itl_s]
+    hits = [r for r in slow if (r.itl_s or 1) <= HEALTHY_ITL_S
+            and (r.output_tokens or 0) * (r.itl_s or 0) >= OUTPUT_SHARE * (r.latency_s or 1)]
+    if not hits or len(hits) * 2 < len(slow):
+        return None
+    toks = _median([float(r.output_tokens or 0) for r in hits])
+    rate = 1.0 / _median([r.itl_s or 1.0 for r in hits])
+    lat = _median([r.latency_s or 0.0 for r in hits])
+    return Hint("output-dominates", "info", "Latency is output length, not model speed",
+                f"{len(hits)} of {len(slow)} slow requests spent ≥{OUTPUT_SHARE:.0%} of their time decoding: "
+                f"median {toks:.0f} output tokens at {rate:.0f} tokens/s = {lat:.1f} s",
+                _refs(hits), ("long answers", "no max_tokens cap"),
+                "cap max tokens, ask for shorter answers, stream")
+
+
+def queueing(s: _Seen, ctx: HintContext) -> Hint | None:
+    if s.stats_waiting:
+        peak = max(s.stats_waiting, key=lambda r: r.data.get("waiting") or 0)
+        return Hint("queueing", "warn", "Requests are waiting for a slot",
+                    f"{len(s.stats_waiting)} stats line(s) show waiting requests, up to {peak.data.get('waiting')}",
+                    (peak.ref, *_refs(s.stats_waiting)), ("parallel slots / max-num-seqs too low",
+                                                          "KV cache too small for the concurrency", "burst"),
+                    "raise parallel slots if memory allows; admission control; separate batch from interactive")
+    done = sorted((r for r in s.requests if r.latency_s is not None and r.status < 400), key=lambda r: r.t_start)
+    busy: list[Request] = []
+    alone: list[Request] = []
+    for r in done:
+        overlap = sum(1 for o in done if o is not r and o.t_start < r.t_end and r.t_start < o.t_end)
+        if overlap + 1 >= OVERLAP_MIN:
+            busy.append(r)
+        elif overlap == 0:
+            alone.append(r)
+    if busy and alone:
+        b = _median([r.latency_s or 0.0 for r in busy])
+        a = _median([r.latency_s or 0.0 for r in alone])
+        if a > 0 and b >= QUEUE_RATIO * a:
+            return Hint("queueing", "info", "Latency rises with concurrency",
+                        f"{len(busy)} requests in flight together took median {b:.1f} s against {a:.1f} s alone "
+                        f"({b / a:.1f}x)", _refs(busy),
+                        ("requests serialised or sharing slots", "parallel too low"),
+                        "raise parallel slots if memory allows; admission control")
+    return None
+
+
+def kv_pressure(s: _Seen, ctx: HintContext) -> Hint | None:
+    windows = [w for w in ctx.metric_windows if (w.total.kv_cache_usage or 0) >= KV_HIGH or (w.total.preemptions or 0)]
+    if not (s.stats_kv or s.preemption_count or windows):
+        return None
+    parts = []
+    if s.stats_kv:
+        parts.append(f"KV cache at {max(r.data.get('kv_usage') or 0 for r in s.stats_kv):.0%} in "
+                     f"{len(s.stats_kv)} stats line(s)")
+    if s.preemption_count:
+        parts.append(f"{s.preemption_count} preemption warning(s)")
+    for w in windows:
+        parts.append(f"/metrics: KV {w.total.kv_cache_usage or 0:.0%}, {w.total.preemptions or 0:.0f} preemptions")
+    return Hint("kv-pressure", "warn", "KV cache near full", "; ".join(parts),
+                _refs(s.stats_kv) + _refs(s.preemptions), ("too many slots or too long a context",
+                                                           "KV cache memory too small"),
+                "fewer slots or shorter context; more memory for KV; quantize the KV cache")
+
+
+def partial_offload(s: _Seen, ctx: HintContext) -> Hint | None:
+    partial = [ld for ld in s.loads if ld.offload and _partial(ld.offload)]
+    if not partial:
+        return None
+    ld = partial[0]
+    assert ld.offload is not None
+    done, total = ld.offload
+    what = f"{done} of {total} layers" if total else "no layer (a CPU fallback)"
+    return Hint("partial-offload", "warn", "Layers run on the CPU",
+                f"{ld.model or 'a model'} put {what} on the GPU",
+                _refs(partial), ("model plus context larger than free VRAM", "other models resident"),
+                "smaller quant or context; fewer resident models")
+
+
+def low_util_high_latency(s: _Seen, ctx: HintContext) -> Hint | None:
+    if ctx.gpu_util is None or ctx.p50 is None or ctx.gpu_util >= 0.3 or ctx.p50 < SLOW_S:
+        return None
+    return Hint("low-util-high-latency", "info", "GPU mostly idle while requests are slow",
+                f"GPU busy {ctx.gpu_util:.0%} while median latency is {ctx.p50:.1f} s", (),
+                ("CPU or tokenization bound", "offload", "network or client"),
+                "look at CPU, tokenization, offload, network")
+
+
+def tail_latency(s: _Seen, ctx: HintContext) -> Hint | None:
+    if ctx.latency_count < TAIL_MIN_REQUESTS or not ctx.p50 or not ctx.p99 or ctx.p99 < TAIL_RATIO * ctx.p50:
+        return None
+    worst = sorted((r for r in s.requests if r.latency_s is not None), key=lambda r: -(r.latency_s or 0))
+    return Hint("tail-latency", "warn", "A long tail",
+                f"p99 {ctx.p99:.1f} s is {ctx.p99 / ctx.p50:.0f}x the median {ctx.p50:.1f} s "
+                f"over {ctx.latency_count} requests", _refs(worst),
+                ("batching or concurrency policy", "queue limits", "mixed workloads"),
+                "batching/concurrency policy, queue limits, workload isolation")
+
+
+def load_failure(s: _Seen, ctx: HintContext) -> Hint | None:
+    # A load cancelled because the client went away is client-timeout-during-load, not a failure.
+    errs = [e for kind in FAILURE_KINDS for e in s.errors.get(kind, []) if "context canceled" not in e.data["message"]]
+    failed = [ld for ld in s.loads if ld.status == "failed" and not _aborted(ld)]
+    if not errs and not failed:
+        return None
+    first = errs[0].data["message"] if errs else f"load of {failed[0].model or 'a model'} failed"
+    kinds = sorted({e.data["kind"] for e in errs})
+    return Hint("load-failure", "crit", "The engine failed to load or died",
+                f"{len(errs)} failure line(s) ({', '.join(kinds) or 'failed load'}); first: {first[:160]}",
+                _refs(errs) + _refs(failed), ("memory budget exceeded", "driver or runtime error",
+                                              "generation thread died (MLX)"),
+                "check the memory budget (model + KV + other resident models); see the evidence lines")
+
+
+def client_timeout_during_load(s: _Seen, ctx: HintContext) -> Hint | None:
+    aborts = s.errors.get("client_abort", [])
+    during = [ld for ld in s.loads if _aborted(ld)]
+    if not during and not any("load" in a.data["message"] for a in aborts):
+        return None
+    ok = [ld.duration_s for ld in s.loads if ld.status == "ok" and ld.duration_s]
+    measured = f"; loads that finished took {max(ok):.1f} s" if ok else ""
+    refs = _refs(aborts) + tuple(ld.trigger.ref for ld in during if ld.trigger is not None)
+    return Hint("client-timeout-during-load", "warn", "Clients gave up while a model was loading",
+                f"{len(aborts) or len(during)} client abort(s) during a load{measured}", refs,
+                ("client or gateway timeout shorter than the load",),
+                "set client/gateway timeouts from the measured load time, or keep the model loaded")
+
+
+def low_prefix_cache_hits(s: _Seen, ctx: HintContext) -> Hint | None:
+    for w in ctx.metric_windows:
+        t = w.total
+        if (t.prefix_cache_queries and t.prefix_cache_hit_rate is not None and t.prefix_cache_hit_rate < LOW_HIT_RATE
+                and (t.prompt_tokens_per_request or 0) >= LONG_PROMPT_TOKENS):
+            return Hint("low-prefix-cache-hits", "info", "Long prompts, few prefix-cache hits",
+                        f"{t.prefix_cache_hit_rate:.0%} hit rate with {t.prompt_tokens_per_request:.0f} prompt tokens "
+                        f"per request ({w.endpoint})", (), ("prompts differ at the start", "no routing locality"),
+                        "stable prompt prefixes (system prompt first); routing locality")
+    return None
+
+
+def engine_exposed(s: _Seen, ctx: HintContext) -> Hint | None:
+    for key, source, ref_of in (("listen", ctx.effective, ctx.effective_ref), ("host", ctx.configured,
+                                                                              ctx.configured_ref)):
+        value = source.get(key)
+        if not isinstance(value, str) or not value:
+            continue
+        host = value.split("://", 1)[-1]
+        if not host.startswith(LOOPBACK):
+            ref = ref_of.get(key)
+            return Hint("engine-exposed", "warn", "The engine listens beyond this machine",
+                        f"listening on {value}", (ref,) if ref else (), ("bound to all interfaces or a LAN address",),
+                        "bind to localhost; expose only an authenticating proxy")
+    return None
+
+
+def _partial(offload: tuple[int | None, int | None]) -> bool:
+    """x of y layers on the GPU with x < y; or, in the oldest form (no total), none at all."""
+    done, total = offload
+    if done is None:
+        return False
+    return done < total if total else done == 0
+
+
+def _aborted(ld: Load) -> bool:
+    return ld.status == "failed" and ld.trigger is not None and ld.trigger.status == 499
+
+
+def _same(a: str, b: str, aliases: dict[str, str]) -> bool:
+    def key(name: str) -> str:
+        name = aliases.get(name, name)
+        return name.replace("\\", "/").rsplit("/", 1)[-1]
+
+    return key(a) == key(b)
+
+
+RULES: tuple[Callable[[_Seen, HintContext], Hint | None], ...] = (
+    cold_load_latency, eviction_thrash, context_not_in_effect, prompt_truncated, output_dominates, queueing,
+    kv_pressure, partial_offload, low_util_high_latency, tail_latency, load_failure, client_timeout_during_load,
+    low_prefix_cache_hits, engine_exposed,
+)
+HINT_IDS = tuple(rule.__name__.replace("_", "-") for rule in RULES)

@@ -48,7 +48,7 @@ def _src(d: dict[str, Any]) -> Text:
 def _table(title: str, columns: list[str]) -> Table:
     table = Table(title=title, title_justify="left", expand=False, show_edge=False, header_style="bold")
     for col in columns:
-        wraps = col in ("detail", "message", "event")
+        wraps = col in ("detail", "message", "event", "hint")
         table.add_column(col, no_wrap=not wraps, overflow="fold" if wraps else "ellipsis",
                          min_width=min(len(col), 10))
     return table
@@ -58,7 +58,7 @@ def render(an: Analysis) -> RenderableType:
     """Build the whole report as one renderable."""
     _SOURCE_INDEX.clear()
     _SOURCE_INDEX.update({p: i for i, p in enumerate(an.source_paths, 1)})
-    parts: list[RenderableType] = [_summary(an)]
+    parts: list[RenderableType] = [_summary(an), _hints(an)]
     slowest = sorted(an.digest.slowest, reverse=True)
     if slowest:
         t = _table("Slowest inference requests", ["time", "st", "latency s", "path", "prompt",
@@ -98,6 +98,22 @@ def _summary(an: Analysis) -> RenderableType:
         lines.append(Text(f'{an.store.counts["prompt_text_lines"]} lines carry prompt text (omitted; '
                           "--include-prompts to show)", style="yellow"))
     return Panel(Group(*lines), title="ietop analyze", title_align="left")
+
+
+_SEVERITY_STYLE = {"crit": "bold red", "warn": "yellow", "info": "cyan"}
+
+
+def _hints(an: Analysis) -> RenderableType:
+    """Hypotheses with evidence, most severe first (ietop.model.hints)."""
+    if not an.hints:
+        return Text("No diagnostic hint fired.", style="dim")
+    t = _table("Hints (hypotheses to verify, with the lines that raised them)", ["severity", "hint", "detail", "line"])
+    for hint in an.hints:
+        d = hint.as_dict(an.source_paths)
+        first = {"source": d["evidence"][0]} if d["evidence"] else {}
+        t.add_row(Text(hint.severity, style=_SEVERITY_STYLE.get(hint.severity, "")), Text(hint.id),
+                  Text(f"{hint.detail}. Next: {hint.next}"), _src(first) if first else _t(None))
+    return t
 
 
 def _timeline(an: Analysis) -> RenderableType:

@@ -230,8 +230,8 @@ def prompt_truncated(s: _Seen, ctx: HintContext) -> Hint | None:
     shifted = all(not r.data.get("truncated", True) for r in s.truncations)
     what = "exceeded the context and were shifted" if shifted else "were truncated"
     return Hint("prompt-truncated", "warn", "Prompts cut to fit the context",
-                f"{s.truncation_count} prompt(s) {what} to a limit of {limit}; the largest had "
-                f"{largest.data.get('prompt') or 'unknown'} tokens; the requests still returned 200",
+                f"{s.truncation_count} prompt(s) {what}; the largest had {largest.data.get('prompt') or 'unknown'} "
+                f"tokens against a limit of {limit}; the requests still returned 200",
                 _refs(s.truncations), ("context too small for the prompts", "context setting not in effect"),
                 "raise the context (and check it took effect) or shorten prompts")
 

@@ -178,20 +178,24 @@ def eviction_thrash(s: _Seen, ctx: HintContext) -> Hint | None:
     if pingpong:
         u, back = pingpong[0]
         cost = sum(ld.duration_s or 0 for _, ld in pingpong)
+        evictor = ctx.aliases.get(u.for_model or "", u.for_model)
         return Hint("eviction-thrash", "warn" if len(pingpong) < 3 else "crit", "Models evict each other",
-                    f"{u.model} was evicted to load {u.for_model or 'another model'} and loaded again "
+                    f"{u.model} was evicted to load {evictor or 'another model'} and loaded again "
                     f"{back.t_begin - u.t:.0f} s later ({back.duration_s or 0:.1f} s); {len(pingpong)} reload(s) "
                     f"cost {cost:.1f} s in all",
-                    tuple(x for u2, ld2 in pingpong[:EVIDENCE_MAX] for x in (u2.ref, ld2.done_ref or ld2.ref)),
+                    tuple(r for u2, ld2 in pingpong[:EVIDENCE_MAX]
+                          for r in (*_unload_refs(u2), ld2.done_ref or ld2.ref)),
                     ("max loaded models too low for the lineup", "an embedder sharing the GPU with the chat model",
                      "memory estimate too high"),
                     "raise max loaded models if memory allows; route that call elsewhere; count every model the "
                     "path can load")
     u = evictions[0]
-    names = f"{u.model or 'a model'} to load {u.for_model}" if u.for_model else f"{u.model or 'a model'}"
+    evictor = ctx.aliases.get(u.for_model or "", u.for_model)
+    names = f"{u.model or 'a model'} to load {evictor}" if evictor else f"{u.model or 'a model'}"
     return Hint("eviction-thrash", "info", "A model was evicted",
                 f"{len(evictions)} eviction(s): {names}; nothing was loaded back within {THRASH_WINDOW_S:.0f} s",
-                _refs(evictions), ("two models do not fit together",),
+                tuple(r for u2 in evictions[:EVIDENCE_MAX] for r in _unload_refs(u2)),
+                ("two models do not fit together",),
                 "if the evicted model is needed again soon, raise max loaded models or keep it on another engine")
 
 
@@ -387,6 +391,11 @@ def engine_exposed(s: _Seen, ctx: HintContext) -> Hint | None:
                         f"listening on {value}", (ref,) if ref else (), ("bound to all interfaces or a LAN address",),
                         "bind to localhost; expose only an authenticating proxy")
     return None
+
+
+def _unload_refs(u: Unload) -> tuple[Ref, ...]:
+    """The lines that make up one unload (the decision and the victim), at most three."""
+    return tuple(u.evidence[:3]) or (u.ref,)
 
 
 def _partial(offload: tuple[int | None, int | None]) -> bool:

@@ -22,7 +22,8 @@ SYMPTOMS: list[tuple[str, str, tuple[str, ...]]] = [
     ("ollama/067-supp-v05-docker-generate-truncation-gin.log", "prompt-truncated", ("truncating input prompt",)),
     ("ollama/055-v02x-ctx-mismatch-user-annotated-llama-context.log", "context-not-in-effect",
      ("n_ctx", "n_ctx_train")),
-    ("ollama/012-v032-vulkan-evict-idle-runner-debug.log", "eviction-thrash", ("evicting",)),
+    ("ollama/012-v032-vulkan-evict-idle-runner-debug.log", "eviction-thrash",
+     ("evicting", "found an idle runner to unload", "resetting model to expire immediately")),
     ("ollama/052-v012-windows-load-failed-ggml-assert.log", "load-failure", ("GGML_ASSERT",)),
     # The CUDA error, and the launch of the load it broke.
     ("ollama/061-v01x-2023-jetson-golog-gin-runner-cuda-error.log", "load-failure", ("CUDA error", "starting llama runner")),

@@ -387,6 +387,33 @@ class Scrape(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class ProxyRequest(Event):
+    """One request measured by `ietop proxy` from the bytes it forwarded (exact where logs can only
+    estimate). Times in seconds from the request's arrival at the proxy; token counts from the
+    response's own usage fields (OpenAI `usage`, Ollama `prompt_eval_count`/`eval_count`); ``itl_s`` is
+    the mean gap between content chunks after the first. ``error`` is one line (client disconnect,
+    upstream down, upstream timeout, malformed stream) or None."""
+
+    method: str
+    path: str
+    status: int | None
+    model: str | None
+    stream: bool
+    ttfb_s: float | None
+    ttft_s: float | None
+    itl_s: float | None
+    e2e_s: float | None
+    content_chunks: int
+    prompt_tokens: int | None
+    output_tokens: int | None
+    cached_tokens: int | None
+    load_s: float | None
+    bytes_up: int
+    bytes_down: int
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class EngineStatus(Event):
     """What an engine's endpoint said when polled: ``state`` is up, down (refused, timed out),
     dead (answers but cannot serve: MLX /health 503, or its generation thread died), or unknown
@@ -455,6 +482,7 @@ ALL_EVENT_TYPES: tuple[type[Event], ...] = (
     Preemption,
     MetricSample,
     Scrape,
+    ProxyRequest,
     EngineStatus,
     ModelList,
     PromptText,

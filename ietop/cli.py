@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--parquet", metavar="DIR", help="write one Parquet table per entity into DIR")
     an.add_argument("--since", metavar="TIME", help="ignore events before TIME (ISO-8601)")
     an.add_argument("--until", metavar="TIME", help="ignore events after TIME (ISO-8601)")
-    an.add_argument("--engine", choices=["ollama", "vllm", "mlx"], help="skip detection: the logs are this engine's")
+    an.add_argument("--engine", choices=["ollama", "vllm", "mlx", "proxy"],
+                    help="skip detection: the logs are this engine's (proxy: an ietop proxy --jsonl file)")
     an.add_argument("--include-prompts", action="store_true",
                     help="include prompt text found in DEBUG logs (omitted by default: it is private)")
 

@@ -25,7 +25,7 @@ from parsers.ollama import ERAS, OllamaParser
 
 DETECT_LINES = 200
 _EPOCH_NAIVE = datetime(1970, 1, 1)  # noqa: DTZ001 - naive on purpose: log clocks without a zone
-SUPPORTED = ("ollama", "mlx", "vllm")
+SUPPORTED = ("ollama", "mlx", "vllm", "proxy")
 SCRAPE = "vllm-metrics"
 """A saved `/metrics` scrape: read whole (scrapes are kilobytes) and applied as one event."""
 MAX_SCRAPE_BYTES = 64 << 20
@@ -49,6 +49,10 @@ def make_parser(engine: str, year: int | None = None) -> LineParser:
         from parsers.mlx import MlxParser
 
         return MlxParser()
+    if engine == "proxy":
+        from parsers.proxy_log import ProxyLogParser
+
+        return ProxyLogParser()
     if engine == "vllm":
         from parsers.vllm import VllmParser
 
@@ -63,6 +67,12 @@ def _looks_like_scrape(head: list[str]) -> bool:
         line.startswith(("# HELP ", "# TYPE ", "# EOF")) or re.match(r"[a-zA-Z_:][\w:]*(\{.*\})? \S+", line)
         for line in first
     ) and any(line.startswith(("# TYPE ", "vllm:")) for line in first)
+
+
+def _looks_like_proxy_log(head: list[str]) -> bool:
+    """`ietop proxy --jsonl` output: JSON objects with the proxy's measurement keys."""
+    first = head[0].lstrip()
+    return first.startswith("{") and '"method"' in first and '"ttft_s"' in first and '"bytes_down"' in first
 
 
 def scrape_time(path: str) -> datetime:
@@ -140,6 +150,8 @@ def sniff(path: str, engine: str | None = None) -> str:
         raise FormatError(f"{path}: empty log, nothing to analyze")
     if _looks_like_scrape(head):
         return SCRAPE
+    if _looks_like_proxy_log(head):
+        return "proxy"
     found = detect_engine(head)
     if found is None:
         raise FormatError(f"{path}: unknown log format (not an Ollama, vLLM or MLX log); pass --engine to force one")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, overload
 
 from ietop.model.config import Settings
@@ -205,6 +205,8 @@ class Store:
             s.claim("default_context_length", event.ctx, ref)
         elif isinstance(event, ev.GpuInfo):
             self._count("gpus")
+        elif isinstance(event, ev.ProxyRequest):
+            self._proxy_request(t, event, ref)
         elif isinstance(event, ev.Scrape):
             self.metrics.add(event)
         elif isinstance(event, ev.EngineStats) and src in self._vllm:
@@ -283,6 +285,23 @@ class Store:
             self.loads.attribute(req)
         self._finish_request(req)
 
+    def _proxy_request(self, t: float, e: ev.ProxyRequest, ref: Ref) -> None:
+        """A request the proxy measured: exact timings and the response's own token counts."""
+        e2e = e.e2e_s or 0.0
+        end = e.ts + timedelta(seconds=e2e) if e.ts is not None else None
+        engine = "ollama" if e.path.startswith("/api/") else "openai-compatible"
+        req = Request(end, t + e2e, t, engine, e.method, e.path, e.status or 0, None, e.e2e_s, ref,
+                      model=e.model, inference=True, prompt_tokens=e.prompt_tokens,
+                      prompt_tokens_source="proxy" if e.prompt_tokens is not None else None,
+                      cached_tokens=e.cached_tokens, output_tokens=e.output_tokens, ttft_s=e.ttft_s, itl_s=e.itl_s,
+                      load_s=e.load_s, cold_load=bool(e.load_s and e.load_s >= PROXY_COLD_LOAD_S))
+        if e.prompt_tokens is not None and e.cached_tokens is not None:
+            req.prefill_tokens = e.prompt_tokens - e.cached_tokens
+        if e.error is not None:
+            self.sink("error", Simple("error", {"time": _iso(e.ts), "kind": _proxy_error_kind(e.error),
+                                                "message": f"proxy: {e.error}"}, ref))
+        self._finish_request(req)
+
     def _finish_request(self, req: Request) -> None:
         if req.inference:
             self._count("inference_requests")
@@ -350,6 +369,14 @@ def _model(model: str | None) -> str | None:
     if "/" in model and model.startswith("registry.ollama.ai/library/"):
         return model[len("registry.ollama.ai/library/") :]
     return model if "/" not in model or ":" in tail else tail
+
+
+PROXY_COLD_LOAD_S = 0.5
+"""Ollama reports load_duration on every response; under this it is the warm-model bookkeeping."""
+
+
+def _proxy_error_kind(error: str) -> str:
+    return "client_abort" if "disconnect" in error else "engine_dead" if "upstream down" in error else "other"
 
 
 def _iso(ts: datetime | None) -> str | None:

@@ -1,0 +1,71 @@
+"""`ietop proxy --jsonl` files → ProxyRequest events, so `analyze` and `replay` read what the proxy
+measured through the same pipeline as logs. One JSON object per line, the fields of ProxyRequest plus
+`time` (ISO-8601); unknown keys are ignored, a line that is not such an object is Unparsed."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from datetime import datetime
+from typing import Any
+
+from parsers.events import Event, ProxyRequest, Unparsed
+
+_FIELDS = {f.name: f for f in fields(ProxyRequest) if f.name not in ("line", "ts")}
+_REQUIRED = ("method", "path")
+
+
+def _num(value: Any, kind: type) -> Any:
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return kind(value)
+    return None
+
+
+class ProxyLogParser:
+    """Same shape as the engine parsers (engine, version, era, parse)."""
+
+    engine = "proxy"
+    version: str | None = None
+    era: str | None = "ietop proxy JSONL"
+
+    def parse(self, line: int, text: str, env_ts: datetime | None = None) -> list[Event]:
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            return [Unparsed(line, env_ts)]
+        if not isinstance(obj, dict) or not all(isinstance(obj.get(k), str) for k in _REQUIRED):
+            return [Unparsed(line, env_ts)]
+        ts = env_ts
+        stamp = obj.get("time") or obj.get("ts")
+        if isinstance(stamp, str):
+            try:
+                ts = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+            except ValueError:
+                ts = env_ts
+        def f(key: str) -> float | None:
+            value: float | None = _num(obj.get(key), float)
+            return value
+
+        def i(key: str) -> int | None:
+            value: int | None = _num(obj.get(key), int)
+            return value
+
+        model, error = obj.get("model"), obj.get("error")
+        return [ProxyRequest(
+            line, ts, obj["method"], obj["path"], status=i("status"),
+            model=model if isinstance(model, str) else None, stream=bool(obj.get("stream")),
+            ttfb_s=f("ttfb_s"), ttft_s=f("ttft_s"), itl_s=f("itl_s"), e2e_s=f("e2e_s"),
+            content_chunks=i("content_chunks") or 0, prompt_tokens=i("prompt_tokens"),
+            output_tokens=i("output_tokens"), cached_tokens=i("cached_tokens"), load_s=f("load_s"),
+            bytes_up=i("bytes_up") or 0, bytes_down=i("bytes_down") or 0,
+            error=error if isinstance(error, str) else None,
+        )]
+
+
+def to_json(event: ProxyRequest) -> str:
+    """The JSONL line for one measurement (what `parse` reads back)."""
+    data = {name: getattr(event, name) for name in _FIELDS}
+    data["time"] = event.ts.isoformat() if event.ts is not None else None
+    return json.dumps(data, separators=(",", ":"))

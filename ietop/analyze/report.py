@@ -17,7 +17,7 @@ from typing import IO, Any
 from ietop.analyze.spool import Spool
 from ietop.model.counters import Window
 from ietop.model.hints import HintContext, HintEngine
-from ietop.model.records import Request, iso
+from ietop.model.records import Ref, Request, iso
 from ietop.model.store import SourcePaths, Store
 from ietop.pipeline import run_files
 
@@ -135,7 +135,8 @@ class Analysis:
         cfg = st.settings
         return HintContext(cfg.configured, cfg.configured_ref, cfg.effective, cfg.effective_ref,
                            tuple(self.windows()), None, st.e2e.quantile(0.5), st.e2e.quantile(0.99), st.e2e.count,
-                           dict(st.loads.aliases))
+                           dict(st.loads.aliases),
+                           tuple(Ref(i, 1) for i, s in enumerate(st.sources) if s.format and "scrape" in s.format))
 
     def latency(self) -> dict[str, Any]:
         st = self.store

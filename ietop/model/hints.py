@@ -9,6 +9,7 @@ Thresholds are named constants so a reader can argue with them.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -70,6 +71,8 @@ class _Seen:
     unloads: deque[Unload] = field(default_factory=lambda: deque(maxlen=KEEP))
     truncations: list[Simple] = field(default_factory=list)
     truncation_count: int = 0
+    largest_truncation: Simple | None = None
+    truncated_ok: int = 0
     errors: dict[str, list[Simple]] = field(default_factory=dict)
     stats_waiting: list[Simple] = field(default_factory=list)
     stats_kv: list[Simple] = field(default_factory=list)
@@ -93,8 +96,13 @@ class HintEngine:
             s.unloads.append(record)
         elif kind == "truncation":
             s.truncation_count += 1
-            if len(s.truncations) < EVIDENCE_MAX or (record.data.get("prompt") or 0) > _largest(s.truncations):
+            if len(s.truncations) < EVIDENCE_MAX - 1:
                 s.truncations.append(record)
+            if s.largest_truncation is None or (record.data.get("prompt") or 0) > (
+                    s.largest_truncation.data.get("prompt") or 0):
+                s.largest_truncation = record
+        elif kind == "request" and record.truncated:
+            s.truncated_ok += record.status < 400
         elif kind == "error":
             bucket = s.errors.setdefault(record.data["kind"], [])
             if len(bucket) < EVIDENCE_MAX:
@@ -133,10 +141,12 @@ class HintContext:
     p99: float | None = None
     latency_count: int = 0
     aliases: dict[str, str] = field(default_factory=dict)
+    metric_evidence: tuple[Ref, ...] = ()
+    """The saved scrapes the metric windows were computed from (a live poll has no line to cite)."""
 
 
-def _largest(records: list[Simple]) -> int:
-    return max((r.data.get("prompt") or 0 for r in records), default=0)
+def _dedupe(refs: Sequence[Ref]) -> tuple[Ref, ...]:
+    return tuple(dict.fromkeys(refs))
 
 
 def _refs(items: Sequence[Any]) -> tuple[Ref, ...]:
@@ -227,16 +237,18 @@ def context_not_in_effect(s: _Seen, ctx: HintContext) -> Hint | None:
 
 
 def prompt_truncated(s: _Seen, ctx: HintContext) -> Hint | None:
-    if not s.truncation_count:
+    largest = s.largest_truncation
+    if not s.truncation_count or largest is None:
         return None
-    largest = max(s.truncations, key=lambda r: r.data.get("prompt") or 0)
     limit = largest.data.get("limit")
     shifted = all(not r.data.get("truncated", True) for r in s.truncations)
     what = "exceeded the context and were shifted" if shifted else "were truncated"
+    ok = f"; {s.truncated_ok} of the requests still returned success" if s.truncated_ok else ""
     return Hint("prompt-truncated", "warn", "Prompts cut to fit the context",
                 f"{s.truncation_count} prompt(s) {what}; the largest had {largest.data.get('prompt') or 'unknown'} "
-                f"tokens against a limit of {limit}; the requests still returned 200",
-                _refs(s.truncations), ("context too small for the prompts", "context setting not in effect"),
+                f"tokens against a limit of {limit}{ok}",
+                _dedupe((*_refs(s.truncations), largest.ref)),
+                ("context too small for the prompts", "context setting not in effect"),
                 "raise the context (and check it took effect) or shorten prompts")
 
 
@@ -261,14 +273,17 @@ def queueing(s: _Seen, ctx: HintContext) -> Hint | None:
         peak = max(s.stats_waiting, key=lambda r: r.data.get("waiting") or 0)
         return Hint("queueing", "warn", "Requests are waiting for a slot",
                     f"{len(s.stats_waiting)} stats line(s) show waiting requests, up to {peak.data.get('waiting')}",
-                    (peak.ref, *_refs(s.stats_waiting)), ("parallel slots / max-num-seqs too low",
+                    _dedupe((peak.ref, *_refs(s.stats_waiting))), ("parallel slots / max-num-seqs too low",
                                                           "KV cache too small for the concurrency", "burst"),
                     "raise parallel slots if memory allows; admission control; separate batch from interactive")
     done = sorted((r for r in s.requests if r.latency_s is not None and r.status < 400), key=lambda r: r.t_start)
     busy: list[Request] = []
     alone: list[Request] = []
+    starts = sorted(r.t_start for r in done)
+    ends = sorted(r.t_end for r in done)
     for r in done:
-        overlap = sum(1 for o in done if o is not r and o.t_start < r.t_end and r.t_start < o.t_end)
+        # Requests in flight with r: started before it ended, minus those that ended before it started.
+        overlap = bisect.bisect_left(starts, r.t_end) - bisect.bisect_right(ends, r.t_start) - 1
         if overlap + 1 >= OVERLAP_MIN:
             busy.append(r)
         elif overlap == 0:
@@ -298,7 +313,8 @@ def kv_pressure(s: _Seen, ctx: HintContext) -> Hint | None:
     for w in windows:
         parts.append(f"/metrics: KV {w.total.kv_cache_usage or 0:.0%}, {w.total.preemptions or 0:.0f} preemptions")
     return Hint("kv-pressure", "warn", "KV cache near full", "; ".join(parts),
-                _refs(s.stats_kv) + _refs(s.preemptions), ("too many slots or too long a context",
+                _refs(s.stats_kv) + _refs(s.preemptions) + (ctx.metric_evidence if windows else ()),
+                ("too many slots or too long a context",
                                                            "KV cache memory too small"),
                 "fewer slots or shorter context; more memory for KV; quantize the KV cache")
 
@@ -329,7 +345,8 @@ def low_util_high_latency(s: _Seen, ctx: HintContext) -> Hint | None:
 def tail_latency(s: _Seen, ctx: HintContext) -> Hint | None:
     if ctx.latency_count < TAIL_MIN_REQUESTS or not ctx.p50 or not ctx.p99 or ctx.p99 < TAIL_RATIO * ctx.p50:
         return None
-    worst = sorted((r for r in s.requests if r.latency_s is not None), key=lambda r: -(r.latency_s or 0))
+    worst = sorted((r for r in s.requests if r.latency_s is not None and r.status < 400),
+                   key=lambda r: -(r.latency_s or 0))
     return Hint("tail-latency", "warn", "A long tail",
                 f"p99 {ctx.p99:.1f} s is {ctx.p99 / ctx.p50:.0f}x the median {ctx.p50:.1f} s "
                 f"over {ctx.latency_count} requests", _refs(worst),
@@ -343,25 +360,29 @@ def load_failure(s: _Seen, ctx: HintContext) -> Hint | None:
     failed = [ld for ld in s.loads if ld.status == "failed" and not _aborted(ld)]
     if not errs and not failed:
         return None
+    errs.sort(key=lambda e: (e.ref.src, e.ref.line))
     first = errs[0].data["message"] if errs else f"load of {failed[0].model or 'a model'} failed"
-    kinds = sorted({e.data["kind"] for e in errs})
-    return Hint("load-failure", "crit", "The engine failed to load or died",
-                f"{len(errs)} failure line(s) ({', '.join(kinds) or 'failed load'}); first: {first[:160]}",
+    # A failed load and the error line that failed it are one failure: count lines when there are any.
+    counted = (f"{len(errs)} failure line(s) ({', '.join(sorted({e.data['kind'] for e in errs}))})" if errs
+               else f"{len(failed)} failed load(s)")
+    return Hint("load-failure", "crit", "The engine failed to load or died", f"{counted}; first: {first[:160]}",
                 _refs(errs) + _refs(failed), ("memory budget exceeded", "driver or runtime error",
                                               "generation thread died (MLX)"),
                 "check the memory budget (model + KV + other resident models); see the evidence lines")
 
 
 def client_timeout_during_load(s: _Seen, ctx: HintContext) -> Hint | None:
-    aborts = s.errors.get("client_abort", [])
+    # Only aborts that happened while a model was loading (the line says so, or the load failed
+    # with the 499 as its trigger); a client leaving mid-generation is another story.
+    aborts = [a for a in s.errors.get("client_abort", []) if "finished loading" in a.data["message"]]
     during = [ld for ld in s.loads if _aborted(ld)]
-    if not during and not any("load" in a.data["message"] for a in aborts):
+    if not during and not aborts:
         return None
     ok = [ld.duration_s for ld in s.loads if ld.status == "ok" and ld.duration_s]
     measured = f"; loads that finished took {max(ok):.1f} s" if ok else ""
     refs = _refs(aborts) + tuple(ld.trigger.ref for ld in during if ld.trigger is not None)
     return Hint("client-timeout-during-load", "warn", "Clients gave up while a model was loading",
-                f"{len(aborts) or len(during)} client abort(s) during a load{measured}", refs,
+                f"{max(len(aborts), len(during))} client abort(s) during a load{measured}", _dedupe(refs),
                 ("client or gateway timeout shorter than the load",),
                 "set client/gateway timeouts from the measured load time, or keep the model loaded")
 
@@ -373,7 +394,8 @@ def low_prefix_cache_hits(s: _Seen, ctx: HintContext) -> Hint | None:
                 and (t.prompt_tokens_per_request or 0) >= LONG_PROMPT_TOKENS):
             return Hint("low-prefix-cache-hits", "info", "Long prompts, few prefix-cache hits",
                         f"{t.prefix_cache_hit_rate:.0%} hit rate with {t.prompt_tokens_per_request:.0f} prompt tokens "
-                        f"per request ({w.endpoint})", (), ("prompts differ at the start", "no routing locality"),
+                        f"per request ({w.endpoint})", ctx.metric_evidence,
+                        ("prompts differ at the start", "no routing locality"),
                         "stable prompt prefixes (system prompt first); routing locality")
     return None
 

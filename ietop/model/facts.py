@@ -83,7 +83,7 @@ class RequestFacts:
             Simple("truncation", {
                 "time": _iso(event.ts), "limit": event.limit, "prompt": event.prompt, "keep": event.keep,
                 "new": event.new, "truncated": event.truncated, "form": event.form,
-            }, ref),
+            }, ref, t),
         )
         if event.form != "input_truncated":
             self.settings.observe("ctx_per_slot_limit", event.limit, ref)

@@ -41,6 +41,8 @@ LONG_PROMPT_TOKENS = 512
 """low-prefix-cache-hits: hit rate below this while prompts average at least LONG_PROMPT_TOKENS."""
 EVIDENCE_MAX = 8
 KEEP = 5000
+RECENT = 64
+"""Truncations kept for evidence and windows (the count of all is kept apart)."""
 
 LOOPBACK = ("127.", "localhost", "[::1]", "::1")
 FAILURE_KINDS = ("oom", "runner_crash", "load_failed", "engine_dead")
@@ -69,7 +71,7 @@ class _Seen:
     requests: deque[Request] = field(default_factory=lambda: deque(maxlen=KEEP))
     loads: deque[Load] = field(default_factory=lambda: deque(maxlen=KEEP))
     unloads: deque[Unload] = field(default_factory=lambda: deque(maxlen=KEEP))
-    truncations: list[Simple] = field(default_factory=list)
+    truncations: deque[Simple] = field(default_factory=lambda: deque(maxlen=RECENT))
     truncation_count: int = 0
     largest_truncation: Simple | None = None
     truncated_ok: int = 0
@@ -78,6 +80,34 @@ class _Seen:
     stats_kv: list[Simple] = field(default_factory=list)
     preemptions: list[Simple] = field(default_factory=list)
     preemption_count: int = 0
+
+    def since(self, t: float) -> _Seen:
+        """A copy holding only what happened at or after `t` (records without a time are kept)."""
+        def at(r: Any) -> float | None:
+            value: float | None = r.t
+            return value
+
+        truncs = _recent(self.truncations, t, at)
+        largest = self.largest_truncation if self.largest_truncation is not None and (
+            self.largest_truncation.t is None or self.largest_truncation.t >= t) else (truncs[-1] if truncs else None)
+        errors = {k: _recent(v, t, at) for k, v in self.errors.items()}
+        preempt = _recent(self.preemptions, t, at)
+        requests = _recent(self.requests, t, lambda r: r.t_end)
+        return _Seen(
+            requests=deque(requests, maxlen=KEEP),
+            loads=deque(_recent(self.loads, t, lambda ld: ld.t_end or ld.t_begin), maxlen=KEEP),
+            unloads=deque(_recent(self.unloads, t, at), maxlen=KEEP),
+            truncations=deque(truncs, maxlen=RECENT), truncation_count=len(truncs) if largest else 0,
+            largest_truncation=largest,
+            truncated_ok=sum(1 for r in requests if r.truncated and r.status < 400),
+            errors={k: v for k, v in errors.items() if v},
+            stats_waiting=_recent(self.stats_waiting, t, at), stats_kv=_recent(self.stats_kv, t, at),
+            preemptions=preempt, preemption_count=len(preempt),
+        )
+
+
+def _recent(items: Sequence[Any], since: float, when: Callable[[Any], float | None]) -> list[Any]:
+    return [i for i in items if (w := when(i)) is None or w >= since]
 
 
 class HintEngine:
@@ -96,8 +126,7 @@ class HintEngine:
             s.unloads.append(record)
         elif kind == "truncation":
             s.truncation_count += 1
-            if len(s.truncations) < EVIDENCE_MAX - 1:
-                s.truncations.append(record)
+            s.truncations.append(record)
             if s.largest_truncation is None or (record.data.get("prompt") or 0) > (
                     s.largest_truncation.data.get("prompt") or 0):
                 s.largest_truncation = record
@@ -117,10 +146,13 @@ class HintEngine:
             if len(s.preemptions) < EVIDENCE_MAX:
                 s.preemptions.append(record)
 
-    def evaluate(self, ctx: HintContext) -> list[Hint]:
+    def evaluate(self, ctx: HintContext, since: float | None = None) -> list[Hint]:
+        """Every rule over what was seen — or, with `since` (the dashboard's window), over the records
+        at or after that time only, so a hint clears once its symptom is no longer in the window."""
+        seen = self.seen if since is None else self.seen.since(since)
         hints: list[Hint] = []
         for rule in RULES:
-            hint = rule(self.seen, ctx)
+            hint = rule(seen, ctx)
             if hint is not None:
                 hints.append(hint)
         order = {"crit": 0, "warn": 1, "info": 2}
@@ -247,7 +279,7 @@ def prompt_truncated(s: _Seen, ctx: HintContext) -> Hint | None:
     return Hint("prompt-truncated", "warn", "Prompts cut to fit the context",
                 f"{s.truncation_count} prompt(s) {what}; the largest had {largest.data.get('prompt') or 'unknown'} "
                 f"tokens against a limit of {limit}{ok}",
-                _dedupe((*_refs(s.truncations), largest.ref)),
+                _dedupe((*_refs(list(s.truncations)[: EVIDENCE_MAX - 1]), largest.ref)),
                 ("context too small for the prompts", "context setting not in effect"),
                 "raise the context (and check it took effect) or shorten prompts")
 

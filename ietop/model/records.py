@@ -240,6 +240,8 @@ class Simple:
     kind: str
     data: dict[str, Any]
     ref: Ref
+    t: float | None = None
+    """The sortable time of the line (hints look at a window of recent records)."""
 
     def as_dict(self, paths: Sequence[str]) -> dict[str, Any]:
         return {**self.data, "source": {"path": paths[self.ref.src], "line": self.ref.line}}

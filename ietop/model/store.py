@@ -217,7 +217,7 @@ class Store:
             self._vllm[src].request_logged(t, event)
         elif isinstance(event, ev.Preemption) and src in self._vllm:
             self._count("preemptions")
-            self._vllm[src].preemption(event, ref)
+            self._vllm[src].preemption(t, event, ref)
         elif isinstance(event, ev.PromptText):
             # Prompt text is private: it leaves the store only when the user asked for it.
             self._count("prompt_text_lines")
@@ -299,7 +299,7 @@ class Store:
             req.prefill_tokens = e.prompt_tokens - e.cached_tokens
         if e.error is not None:
             self.sink("error", Simple("error", {"time": _iso(e.ts), "kind": _proxy_error_kind(e.error),
-                                                "message": f"proxy: {e.error}"}, ref))
+                                                "message": f"proxy: {e.error}"}, ref, t))
         self._finish_request(req)
 
     def _finish_request(self, req: Request) -> None:
@@ -337,7 +337,8 @@ class Store:
 
     def _error(self, src: int, t: float, event: ev.ErrorEvent, ref: Ref, engine: str) -> None:
         self._count("errors")
-        self.sink("error", Simple("error", {"time": _iso(event.ts), "kind": event.kind, "message": event.message}, ref))
+        self.sink("error", Simple("error", {"time": _iso(event.ts), "kind": event.kind, "message": event.message},
+                                  ref, t))
         mlx = self._mlx.get(src)
         if mlx is not None:
             if event.kind in ("engine_dead", "oom"):

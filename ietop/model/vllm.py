@@ -45,7 +45,7 @@ class VllmTracker:
             "time": e.ts.isoformat() if e.ts else None, "engine": e.engine, "prompt_tps": e.prompt_tps,
             "gen_tps": e.gen_tps, "running": e.running, "waiting": e.waiting, "swapped": e.swapped,
             "kv_usage": e.kv_usage, "prefix_hit_rate": e.prefix_hit_rate, **dict(e.extra),
-        }, ref))
+        }, ref, t))
 
     def startup(self, e: ev.StartupFact, ref: Ref) -> None:
         if e.key in CONFIGURED_KEYS:
@@ -64,12 +64,12 @@ class VllmTracker:
         self.facts.push(self.src, t, {"prompt_tokens": e.prompt_tokens, "prompt_tokens_source": "log"},
                         merge_with_truncation=False)
 
-    def preemption(self, e: ev.Preemption, ref: Ref) -> None:
+    def preemption(self, t: float, e: ev.Preemption, ref: Ref) -> None:
         self.preemptions += 1
         self.sink("preemption", Simple("preemption", {
             "time": e.ts.isoformat() if e.ts else None, "request_id": e.request_id, "mode": e.mode,
             "cumulative": e.cumulative,
-        }, ref))
+        }, ref, t))
 
     def summary(self) -> dict[str, Any]:
         return {"stats_lines": self.stats_lines, "preemption_warnings": self.preemptions,

@@ -113,3 +113,21 @@ def test_lesson_latency_is_output_length(tmp_path: Path) -> None:
     assert "median 1000 output tokens at 42 tokens/s = 24.4 s" in hint.detail
     assert all("[GIN]" in line for line in evidence_lines(hint, lines))
     assert "cold-load-latency" not in hints and "tail-latency" not in hints
+
+
+def test_hints_clear_when_the_symptom_leaves_the_window(tmp_path: Path) -> None:
+    """The dashboard evaluates hints over a recent window: a truncation an hour ago no longer fires."""
+    log = tmp_path / "window.log"
+    log.write_text(LESSON_CONTEXT)
+    an = Analysis([str(log)])
+    try:
+        ctx = an.hint_context()
+        hour_later = _last_t(an) + 3600
+        assert "prompt-truncated" in {h.id for h in an.hint_engine.evaluate(ctx)}
+        assert "prompt-truncated" not in {h.id for h in an.hint_engine.evaluate(ctx, since=hour_later)}
+    finally:
+        an.close()
+
+
+def _last_t(an: Analysis) -> float:
+    return max(r.t_end for r in an.hint_engine.seen.requests)

@@ -45,6 +45,18 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--include-prompts", action="store_true",
                     help="include prompt text found in DEBUG logs (omitted by default: it is private)")
 
+    px = sub.add_parser("proxy", help="pass-through proxy that measures exact TTFT, ITL and tokens per request",
+                        description="Forward an engine's API unchanged and measure every inference request "
+                                    "(TTFT, ITL, prompt/output tokens from the engine's own usage fields).")
+    px.add_argument("--listen", default="127.0.0.1:11435", metavar="HOST:PORT",
+                    help="address to listen on (default 127.0.0.1:11435; loopback only unless --allow-remote)")
+    px.add_argument("--upstream", required=True, metavar="URL",
+                    help="the engine, e.g. http://127.0.0.1:11434 (Ollama), :8000 (vLLM), :8080 (MLX)")
+    px.add_argument("--jsonl", metavar="PATH", help="append each measurement as one JSON line (ietop analyze reads it)")
+    px.add_argument("--allow-remote", action="store_true", help="allow listening on a non-loopback address")
+    px.add_argument("--timeout", type=float, default=600.0, metavar="S", help="upstream timeout in seconds (600)")
+    px.add_argument("--quiet", action="store_true", help="do not print a line per measured request")
+
     sub.add_parser("demo", help="show the report of a bundled incident (no engine needed)",
                    description="Analyze the bundled demo incident (real Ollama log excerpts).")
     return parser
@@ -58,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _analyze(args)
         if args.command == "demo":
             return _demo()
+        if args.command == "proxy":
+            return _proxy(args)
         parser.print_help()
         print("\nThe live dashboard is not built yet: use `ietop analyze PATH…` or `ietop demo`.", file=sys.stderr)
         return EXIT_USAGE
@@ -119,6 +133,43 @@ def _analyze(args: argparse.Namespace) -> int:
         return EXIT_RUNTIME
     finally:
         an.close()
+    return EXIT_OK
+
+
+def _proxy(args: argparse.Namespace) -> int:
+    from ietop.sources.proxy import parse_listen, run_proxy
+    from parsers.events import ProxyRequest
+
+    try:
+        parse_listen(args.listen, allow_remote=args.allow_remote)
+    except ValueError as exc:
+        print(f"ietop: error: {exc} (use --allow-remote to listen beyond this machine)", file=sys.stderr)
+        return EXIT_USAGE
+
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v * 1000:.0f}ms"
+
+    def n(v: int | None) -> str:
+        return "-" if v is None else str(v)
+
+    def show(e: ProxyRequest) -> None:
+        # Plain text, one line: model names and errors come from the network and are not markup.
+        err = f" error={e.error}" if e.error else ""
+        print(f"{e.method} {e.path} {e.status or '-'} model={e.model or '-'} ttft={ms(e.ttft_s)} itl={ms(e.itl_s)} "
+              f"e2e={ms(e.e2e_s)} prompt={n(e.prompt_tokens)} out={n(e.output_tokens)}{err}",
+              file=sys.stderr, flush=True)
+
+    print(f"ietop proxy: listening on http://{args.listen} → {args.upstream}"
+          + (f", measurements to {args.jsonl}" if args.jsonl else ""), file=sys.stderr)
+    try:
+        run_proxy(args.listen, args.upstream, args.jsonl, None if args.quiet else show,
+                  allow_remote=args.allow_remote, timeout=args.timeout)
+    except ValueError as exc:
+        print(f"ietop: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"ietop: error: cannot listen on {args.listen}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_RUNTIME
     return EXIT_OK
 
 

@@ -2,7 +2,7 @@
 
 Security defaults from DESIGN.md: nothing listens beyond this host unless asked — ``run_proxy`` refuses a
 non-loopback listen address without ``allow_remote=True`` — and the proxy adds no headers of its own
-(uvicorn's ``Server``/``Date`` are turned off, so the engine's pass through unchanged).
+(uvicorn's ``Server``/``Date`` are turned off, so the engine's own pass through unchanged).
 
 Each measured request can be appended to a JSONL file, one ``ProxyRequest`` per line (``ts`` as ISO-8601
 UTC), which is what the pipeline reads back; ``BackgroundServer`` runs any ASGI app on a free loopback
@@ -12,6 +12,7 @@ port in a thread, for tests, the benchmark and embedding the proxy in the live d
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import ipaddress
 import json
@@ -77,9 +78,33 @@ def _is_loopback(host: str) -> bool:
         return False  # a host name: it may resolve anywhere
 
 
+_FIELDS = tuple(f.name for f in dataclasses.fields(ProxyRequest))
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket for host:port (raises OSError: address in use, not available, ...).
+
+    Bound here rather than by uvicorn so that a failure is an OSError for the caller, not uvicorn's
+    ``sys.exit(1)``. ``proto`` must say TCP: asyncio disables Nagle only on accepted sockets whose proto is
+    IPPROTO_TCP, and with Nagle on, a small chunk right after the headers can wait ~40 ms for a delayed ACK.
+    """
+    family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                      proto=socket.IPPROTO_TCP, flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def proxy_request_to_json(event: ProxyRequest) -> str:
     """One JSON line (no newline) for a measured request; ``ts`` as ISO-8601."""
-    record: dict[str, Any] = dataclasses.asdict(event)
+    # Not dataclasses.asdict: it deep-copies every value and costs more than the rest of the record's path.
+    record: dict[str, Any] = {name: getattr(event, name) for name in _FIELDS}
     record["ts"] = event.ts.isoformat() if event.ts is not None else None
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
 
@@ -87,8 +112,7 @@ def proxy_request_to_json(event: ProxyRequest) -> str:
 def proxy_request_from_json(line: str) -> ProxyRequest:
     """The inverse of ``proxy_request_to_json``; unknown keys are ignored (later versions may add some)."""
     record = json.loads(line)
-    names = {f.name for f in dataclasses.fields(ProxyRequest)}
-    kwargs = {k: v for k, v in record.items() if k in names}
+    kwargs = {k: v for k, v in record.items() if k in _FIELDS}
     kwargs["ts"] = datetime.fromisoformat(kwargs["ts"]) if kwargs.get("ts") else None
     return ProxyRequest(**kwargs)
 
@@ -135,7 +159,8 @@ def run_proxy(
     timeout: float = 600.0,
     log_level: str = "warning",
 ) -> None:
-    """Serve the proxy until interrupted (Ctrl-C / SIGTERM end it cleanly).
+    """Serve the proxy until interrupted: Ctrl-C returns after a graceful shutdown; SIGTERM shuts down
+    gracefully, then ends the process as uvicorn does (records are flushed line by line, none is lost).
 
     Args:
         listen: ``HOST:PORT`` to bind; loopback only unless ``allow_remote``.
@@ -162,7 +187,9 @@ def run_proxy(
     try:
         app = make_app(upstream, emit, timeout=timeout)
         server = uvicorn.Server(_uvicorn_config(app, host, port, log_level))
-        server.run()
+        sock = _bind(host, port)
+        with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises Ctrl-C after its graceful shutdown
+            server.run(sockets=[sock])
     finally:
         if sink is not None:
             sink.close()
@@ -189,14 +216,9 @@ class BackgroundServer:
 
     def start(self, timeout: float = 10.0) -> str:
         """Start serving; returns the base URL (``http://host:port``)."""
-        family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
-        # proto must say TCP: asyncio disables Nagle only on sockets whose proto is IPPROTO_TCP, and with
-        # Nagle on, a small chunk after the headers waits ~40 ms for a delayed ACK on a reused connection.
-        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self._host, self._port))
-        port = sock.getsockname()[1]
-        host = f"[{self._host}]" if family == socket.AF_INET6 else self._host
+        sock = _bind(self._host, self._port)
+        address, port = sock.getsockname()[:2]
+        host = f"[{address}]" if sock.family == socket.AF_INET6 else address
         self.url = f"http://{host}:{port}"
 
         def serve() -> None:

@@ -15,12 +15,10 @@ import asyncio
 import contextlib
 import dataclasses
 import ipaddress
-import json
 import socket
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -29,6 +27,7 @@ import uvicorn
 
 from ietop.sources.proxy_app import ASGIApp, ProxyApp, make_app
 from parsers.events import ProxyRequest
+from parsers.proxy_log import from_json, to_json
 
 __all__ = [
     "DEFAULT_LISTEN",
@@ -101,20 +100,9 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def proxy_request_to_json(event: ProxyRequest) -> str:
-    """One JSON line (no newline) for a measured request; ``ts`` as ISO-8601."""
-    # Not dataclasses.asdict: it deep-copies every value and costs more than the rest of the record's path.
-    record: dict[str, Any] = {name: getattr(event, name) for name in _FIELDS}
-    record["ts"] = event.ts.isoformat() if event.ts is not None else None
-    return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
-
-
-def proxy_request_from_json(line: str) -> ProxyRequest:
-    """The inverse of ``proxy_request_to_json``; unknown keys are ignored (later versions may add some)."""
-    record = json.loads(line)
-    kwargs = {k: v for k, v in record.items() if k in _FIELDS}
-    kwargs["ts"] = datetime.fromisoformat(kwargs["ts"]) if kwargs.get("ts") else None
-    return ProxyRequest(**kwargs)
+# One format, read and written by parsers.proxy_log (analyze reads the same files back).
+proxy_request_to_json = to_json
+proxy_request_from_json = from_json
 
 
 class JsonlSink:

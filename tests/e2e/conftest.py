@@ -17,13 +17,19 @@ Fixtures (all session-scoped except ``mlx_server_factory``):
 from __future__ import annotations
 
 import os
-import time
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
+# The harness modules import the shared code as `e2e_support.*`: put tests/ on sys.path (pytest puts only this
+# folder there). Appended, not prepended: tests/parsers etc. must not shadow the real packages.
+sys.path.append(str(Path(__file__).resolve().parents[1]))
+
 import pytest
-from mlx_env import MlxEnv, MlxEnvError, MlxModels, ensure_mlx_env, ensure_models
+from e2e_support.cache import BuildError
+from e2e_support.report import timed_build, write_summary
+from mlx_env import MlxEnv, MlxModels, ensure_mlx_env, ensure_models
 from mlx_server import MlxServer
 
 _TIMINGS: dict[str, float] = {}
@@ -35,20 +41,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _TIMINGS and not _NOTES:
-        return
-    terminalreporter.section("ietop e2e (mlx) timings")
-    for note in _NOTES:
-        terminalreporter.write_line(note)
-    for name, seconds in _TIMINGS.items():
-        terminalreporter.write_line(f"{name:<45} {seconds:8.2f} s")
+    write_summary(terminalreporter, "ietop e2e (mlx) timings", _TIMINGS, _NOTES)
 
 
 def _in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
-def _skip_or_fail(what: str, exc: MlxEnvError) -> NoReturn:
+def _skip_or_fail(what: str, exc: BuildError) -> NoReturn:
     log = f" (log: {exc.log_path})" if exc.log_path else ""
     if _in_ci():
         pytest.fail(f"CI=true: {what} failed, kind={exc.kind}{log}: {exc}", pytrace=False)
@@ -66,13 +66,7 @@ def e2e_timings() -> dict[str, float]:
 
 @pytest.fixture(scope="session")
 def mlx_env(e2e_timings: dict[str, float]) -> MlxEnv:
-    t0 = time.monotonic()
-    try:
-        env = ensure_mlx_env()
-    except MlxEnvError as exc:
-        _skip_or_fail("building the mlx venv", exc)
-    e2e_timings["venv ready (this session)"] = time.monotonic() - t0
-    e2e_timings["venv cold build (when it was made)"] = env.build_seconds
+    env = timed_build(e2e_timings, "venv", ensure_mlx_env, lambda exc: _skip_or_fail("building the mlx venv", exc))
     _NOTES.append(f"mlx venv {env.root} ({'built now' if env.built_now else 'cached'}): "
                   + ", ".join(f"{k} {v}" for k, v in sorted(env.versions.items())))
     return env
@@ -80,13 +74,8 @@ def mlx_env(e2e_timings: dict[str, float]) -> MlxEnv:
 
 @pytest.fixture(scope="session")
 def mlx_models(mlx_env: MlxEnv, e2e_timings: dict[str, float]) -> MlxModels:
-    t0 = time.monotonic()
-    try:
-        models = ensure_models(mlx_env)
-    except MlxEnvError as exc:
-        _skip_or_fail("building the tiny mlx models", exc)
-    e2e_timings["models ready (this session)"] = time.monotonic() - t0
-    e2e_timings["models cold build (when they were made)"] = models.build_seconds
+    models = timed_build(e2e_timings, "models", lambda: ensure_models(mlx_env),
+                         lambda exc: _skip_or_fail("building the tiny mlx models", exc), cold="(when they were made)")
     _NOTES.append(f"tiny models {models.root} ({'built now' if models.built_now else 'cached'})")
     return models
 

@@ -23,45 +23,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import sysconfig
 import time
 from pathlib import Path
 from typing import Any
 
-SPECIAL_TOKENS = ["<s>", "</s>", "<pad>", "<|system|>", "<|user|>", "<|assistant|>"]
-CHAT_TEMPLATE = (
-    "{{ bos_token }}"
-    "{% for message in messages %}"
-    "{% if message['role'] == 'system' %}<|system|>"
-    "{% elif message['role'] == 'user' %}<|user|>"
-    "{% else %}<|assistant|>{% endif %}"
-    "{{ message['content'] }}{{ eos_token }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-)
+# Run as a script with another venv's python: the shared tokenizer code is found through tests/ on sys.path.
+sys.path.append(str(Path(__file__).resolve().parents[1]))
+from e2e_support.tokenizer import CHAT_TEMPLATE, SPECIAL_TOKENS, corpus_files
+from e2e_support.tokenizer import train_tokenizer as _train
+
 CORPUS_FILES = 80  # stdlib modules to train on: enough for a 2000-token vocab, a few seconds of training
 MAX_POSITIONS = 16384
 
 
-def corpus_files() -> list[Path]:
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    return sorted(stdlib.glob("*.py"))[:CORPUS_FILES]
-
-
 def train_tokenizer(vocab: int) -> Any:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    def texts() -> Any:
-        for path in corpus_files():
-            yield path.read_text(encoding="utf-8", errors="ignore")
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=SPECIAL_TOKENS, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(texts(), trainer=trainer)
-    return tok
+    return _train(vocab, CORPUS_FILES)
 
 
 def suppressed_ids(tok: Any) -> list[int]:
@@ -146,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     built = [build_model(args.out_root / name, tok, hidden, layers, args.seed + i)
              for i, (name, hidden, layers) in enumerate(args.model)]
     summary = {"models": built, "tokenizer_seconds": round(t_tok, 2),
-               "total_seconds": round(time.monotonic() - t0, 2), "corpus_files": len(corpus_files())}
+               "total_seconds": round(time.monotonic() - t0, 2), "corpus_files": len(corpus_files(CORPUS_FILES))}
     print(json.dumps(summary))
     return 0
 

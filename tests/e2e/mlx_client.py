@@ -12,13 +12,13 @@ compared against.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import httpx
+from e2e_support.concurrent import run_concurrent as _run_concurrent
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
@@ -185,23 +185,7 @@ def long_prompt(sentences: int = LONG_PROMPT_SENTENCES) -> str:
 
 def run_concurrent(client: MlxClient, calls: Sequence[tuple[str, dict[str, Any]]], group: str) -> list[RequestRecord]:
     """Send ``client.chat(name, **kwargs)`` for each (name, kwargs) from its own thread, all at once."""
-    results: dict[int, RequestRecord] = {}
-    barrier = threading.Barrier(len(calls))
-
-    def worker(i: int, name: str, kwargs: dict[str, Any]) -> None:
-        barrier.wait()
-        results[i] = client.chat(name, **kwargs)
-
-    threads = [threading.Thread(target=worker, args=(i, name, kw), name=f"mlx-client-{name}")
-               for i, (name, kw) in enumerate(calls)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    out = [results[i] for i in range(len(calls))]
-    for rec in out:
-        rec.concurrent_group = group
-    return out
+    return _run_concurrent(client.chat, calls, group, thread_prefix="mlx-client")
 
 
 def run_request_mix(base_url: str, *, second_model: str, long_sentences: int = LONG_PROMPT_SENTENCES,

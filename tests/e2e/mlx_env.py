@@ -17,8 +17,6 @@ workers (xdist) wait for one builder instead of racing. Nothing here imports pyt
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -27,9 +25,21 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import e2e_support.tokenizer as tokenizer_module
+from e2e_support.cache import MARKER as MARKER  # re-exported: the completion marker's file name
+from e2e_support.cache import (
+    BuildError,
+    cache_root,
+    classify_pip_failure,
+    ensure_cached,
+    file_digest,
+    hash_key,
+    tail,
+    write_marker,
+)
 
 MLX_VERSION = "0.32.4"
 MLX_LM_VERSION = "0.32.2"
@@ -38,8 +48,8 @@ TRANSFORMERS_VERSION = "5.24.0"
 TOKENIZERS_VERSION = "0.23.3"
 HF_HUB_VERSION = "2.4.0"
 
-MARKER = ".ietop-complete.json"
 BUILDER = Path(__file__).with_name("make_tiny_mlx_model.py")
+TOKENIZER = Path(tokenizer_module.__file__)  # imported by BUILDER: part of the models key
 # (name, hidden size, layers): two sizes so a request can switch models.
 MODEL_SPECS: tuple[tuple[str, int, int], ...] = (("tiny-a", 64, 2), ("tiny-b", 96, 2))
 VOCAB_SIZE = 2000
@@ -48,33 +58,13 @@ HF_REPO_ID = "ietop-e2e/tiny-llama-b"  # the second model, also reachable by thi
 PIP_TIMEOUT_S = 30
 PIP_RETRIES = 2
 
-# Substrings of pip output that mean "could not reach the package index" rather than "broken install".
-_NETWORK_SIGNS = (
-    "NewConnectionError",
-    "Failed to establish a new connection",
-    "Temporary failure in name resolution",
-    "Name or service not known",
-    "Network is unreachable",
-    "No route to host",
-    "ConnectTimeoutError",
-    "Connection refused",
-    "Read timed out",
-    "ProxyError",
-    "Could not fetch URL",
-)
 
-
-class MlxEnvError(RuntimeError):
+class MlxEnvError(BuildError):
     """The mlx venv or the models could not be built.
 
     ``kind`` is ``"network"`` (the package index was unreachable), ``"unavailable"`` (no wheel for this
     platform / Python, e.g. glibc < 2.35) or ``"other"`` (anything else: treat as a real failure).
     """
-
-    def __init__(self, message: str, kind: str, log_path: Path | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.log_path = log_path
 
 
 @dataclass(frozen=True)
@@ -104,14 +94,6 @@ class MlxModels:
     info: dict[str, object] = field(default_factory=dict)  # the builder's summary (vocab, params, ...)
 
 
-def cache_root() -> Path:
-    """``$IETOP_E2E_CACHE`` or ``~/.cache/ietop-e2e``, created if missing."""
-    env = os.environ.get("IETOP_E2E_CACHE")
-    root = Path(env).expanduser() if env else Path.home() / ".cache" / "ietop-e2e"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
-
-
 def requirements() -> list[str]:
     """The pinned requirement strings (``mlx[cpu]`` on Linux: the CPU-only wheel; plain ``mlx`` on macOS)."""
     mlx = f"mlx[cpu]=={MLX_VERSION}" if sys.platform.startswith("linux") else f"mlx=={MLX_VERSION}"
@@ -124,82 +106,8 @@ def requirements() -> list[str]:
     ]
 
 
-def _hash(*parts: object) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
 def venv_key() -> str:
-    return _hash(requirements(), platform.python_version(), sys.platform, platform.machine(), platform.libc_ver())
-
-
-@contextlib.contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
-def _prune_stale(keep: Path, pattern: str, field: str) -> None:
-    """Remove sibling cache entries (``pattern``) other than ``keep``: old pins or old builder versions.
-
-    Only entries of the same family are removed: those whose marker has the same ``field`` value as ``keep``'s
-    (same Python for venvs, same venv for models), or no marker at all (broken builds). So alternating between
-    two Pythons does not rebuild each time. An entry is only removed when its lock can be taken at once, so a
-    build in progress is never touched.
-    """
-    mine = (_read_marker(keep) or {}).get(field)
-    for other in keep.parent.glob(pattern):
-        if other == keep or not other.is_dir():
-            continue
-        theirs = _read_marker(other)
-        if theirs is not None and theirs.get(field) != mine:
-            continue
-        lock = other.parent / (other.name + ".lock")
-        with open(lock, "a+") as fh:
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue
-            try:
-                shutil.rmtree(other, ignore_errors=True)
-                for extra in other.parent.glob(other.name + ".*"):
-                    if extra != lock:
-                        extra.unlink(missing_ok=True)
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-        lock.unlink(missing_ok=True)
-
-
-def _read_marker(directory: Path) -> dict[str, object] | None:
-    try:
-        data = json.loads((directory / MARKER).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _write_marker(directory: Path, data: dict[str, object]) -> None:
-    tmp = directory / (MARKER + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
-    tmp.replace(directory / MARKER)
-
-
-def _tail(text: str, lines: int = 25) -> str:
-    # pip's "Location 'file:///…' is ignored" lines (from local find-links/extra indexes) are noise here.
-    kept = [line for line in text.splitlines() if "is ignored: it is neither a file nor a directory" not in line]
-    return "\n".join(kept[-lines:])
-
-
-def _classify_pip_failure(output: str) -> str:
-    if any(sign in output for sign in _NETWORK_SIGNS):
-        return "network"
-    if "No matching distribution found" in output or "Could not find a version that satisfies" in output:
-        return "unavailable"
-    return "other"
+    return hash_key(requirements(), platform.python_version(), sys.platform, platform.machine(), platform.libc_ver())
 
 
 def _venv_bin(venv: Path, name: str) -> Path:
@@ -244,18 +152,9 @@ def ensure_mlx_env() -> MlxEnv:
     key = venv_key()
     root = cache_root()
     venv = root / f"mlx-venv-{key}"
-    marker = _read_marker(venv)
-    if _usable(venv, marker):
-        assert marker is not None
-        return _env_from(venv, marker, built_now=False, key=key)
-    with _locked(root / f"mlx-venv-{key}.lock"):
-        marker = _read_marker(venv)  # another worker may have finished while we waited
-        if _usable(venv, marker):
-            assert marker is not None
-            return _env_from(venv, marker, built_now=False, key=key)
-        marker = _build_venv(venv, root / f"mlx-venv-{key}.install.log")
-    _prune_stale(venv, "mlx-venv-*", "python")
-    return _env_from(venv, marker, built_now=True, key=key)
+    marker, built_now = ensure_cached(venv, lambda: _build_venv(venv, root / f"mlx-venv-{key}.install.log"),
+                                      usable=lambda m: _usable(venv, m), prune="mlx-venv-*", prune_field="python")
+    return _env_from(venv, marker, built_now=built_now, key=key)
 
 
 def _build_venv(venv: Path, log_path: Path) -> dict[str, object]:
@@ -275,8 +174,8 @@ def _build_venv(venv: Path, log_path: Path) -> dict[str, object]:
         log_lines.extend([f"$ {' '.join(cmd)}", out])
         log_path.write_text("\n".join(log_lines))
         if proc.returncode != 0:
-            kind = _classify_pip_failure(out) if "pip" in cmd else "other"
-            raise MlxEnvError(f"{what} failed (exit {proc.returncode}, kind {kind}, log: {log_path}):\n{_tail(out)}",
+            kind = classify_pip_failure(out) if "pip" in cmd else "other"
+            raise MlxEnvError(f"{what} failed (exit {proc.returncode}, kind {kind}, log: {log_path}):\n{tail(out)}",
                               kind, log_path)
         return proc.stdout
 
@@ -296,29 +195,19 @@ def _build_venv(venv: Path, log_path: Path) -> dict[str, object]:
         "build_seconds": round(time.monotonic() - t0, 2),
         "built_at": time.time(),
     }
-    _write_marker(venv, marker)
+    write_marker(venv, marker)
     return marker
 
 
 def models_key(env: MlxEnv) -> str:
-    return _hash(hashlib.sha256(BUILDER.read_bytes()).hexdigest(), MODEL_SPECS, VOCAB_SIZE, HF_REPO_ID, env.key)
+    return hash_key(file_digest(BUILDER, TOKENIZER), MODEL_SPECS, VOCAB_SIZE, HF_REPO_ID, env.key)
 
 
 def ensure_models(env: MlxEnv) -> MlxModels:
     """Return the two cached tiny models (and the fake HF cache), building them first if needed."""
     key = models_key(env)
     root = cache_root() / f"models-{key}"
-    marker = _read_marker(root)
-    if marker is None:
-        with _locked(cache_root() / f"models-{key}.lock"):
-            marker = _read_marker(root)
-            built_now = marker is None
-            if marker is None:
-                marker = _build_models(env, root)
-        if built_now:
-            _prune_stale(root, "models-*", "venv_key")
-    else:
-        built_now = False
+    marker, built_now = ensure_cached(root, lambda: _build_models(env, root), prune="models-*", prune_field="venv_key")
     info = marker.get("info", {})
     seconds = marker.get("build_seconds", 0.0)
     return MlxModels(
@@ -347,13 +236,13 @@ def _build_models(env: MlxEnv, root: Path) -> dict[str, object]:
                           stdin=subprocess.DEVNULL)
     (root / "build.log").write_text(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
     if proc.returncode != 0:
-        raise MlxEnvError(f"model builder failed (exit {proc.returncode}):\n{_tail(proc.stdout + proc.stderr)}",
+        raise MlxEnvError(f"model builder failed (exit {proc.returncode}):\n{tail(proc.stdout + proc.stderr)}",
                           "other", root / "build.log")
     info = json.loads(proc.stdout.strip().splitlines()[-1])
     make_fake_hf_cache(root / MODEL_SPECS[1][0], root / "hf-hub", HF_REPO_ID)
     marker: dict[str, object] = {"info": info, "build_seconds": round(time.monotonic() - t0, 2),
                                  "built_at": time.time(), "venv_key": env.key}
-    _write_marker(root, marker)
+    write_marker(root, marker)
     return marker
 
 

@@ -19,12 +19,18 @@ nothing is skipped silently.
 from __future__ import annotations
 
 import os
-import time
+import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+# The harness modules import the shared code as `e2e_support.*`: put tests/ on sys.path (pytest puts only this
+# folder there). Appended, not prepended: tests/parsers etc. must not shadow the real packages.
+sys.path.append(str(Path(__file__).resolve().parents[1]))
+
 import pytest
-from vllm_env import VllmEnv, VllmEnvError, VllmModel, ensure_model, ensure_vllm_env
+from e2e_support.cache import BuildError
+from e2e_support.report import timed_build, write_summary
+from vllm_env import VllmEnv, VllmModel, ensure_model, ensure_vllm_env
 
 ENABLE_VAR = "IETOP_E2E_VLLM"
 OUT_VAR = "IETOP_E2E_VLLM_OUT"
@@ -56,16 +62,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _TIMINGS and not _NOTES:
-        return
-    terminalreporter.section("ietop e2e (vllm) timings")
-    for note in _NOTES:
-        terminalreporter.write_line(note)
-    for name, seconds in _TIMINGS.items():
-        terminalreporter.write_line(f"{name:<45} {seconds:8.2f} s")
+    write_summary(terminalreporter, "ietop e2e (vllm) timings", _TIMINGS, _NOTES)
 
 
-def _fail(what: str, exc: VllmEnvError) -> NoReturn:
+def _fail(what: str, exc: BuildError) -> NoReturn:
     log = f" (log: {exc.log_path})" if exc.log_path else ""
     pytest.fail(f"{what} failed, kind={exc.kind}{log}:\n{exc}", pytrace=False)
 
@@ -77,13 +77,7 @@ def vllm_timings() -> dict[str, float]:
 
 @pytest.fixture(scope="session")
 def vllm_env(vllm_timings: dict[str, float]) -> VllmEnv:
-    t0 = time.monotonic()
-    try:
-        env = ensure_vllm_env()
-    except VllmEnvError as exc:
-        _fail("building the vLLM venv", exc)
-    vllm_timings["venv ready (this session)"] = time.monotonic() - t0
-    vllm_timings["venv cold build (when it was made)"] = env.build_seconds
+    env = timed_build(vllm_timings, "venv", ensure_vllm_env, lambda exc: _fail("building the vLLM venv", exc))
     for phase, seconds in env.phase_seconds.items():
         vllm_timings[f"  venv build: {phase}"] = seconds
     _NOTES.append(f"vllm venv {env.root} ({'built now' if env.built_now else 'cached'}): "
@@ -93,13 +87,8 @@ def vllm_env(vllm_timings: dict[str, float]) -> VllmEnv:
 
 @pytest.fixture(scope="session")
 def vllm_model(vllm_env: VllmEnv, vllm_timings: dict[str, float]) -> VllmModel:
-    t0 = time.monotonic()
-    try:
-        model = ensure_model(vllm_env)
-    except VllmEnvError as exc:
-        _fail("building the tiny vLLM model", exc)
-    vllm_timings["model ready (this session)"] = time.monotonic() - t0
-    vllm_timings["model cold build (when it was made)"] = model.build_seconds
+    model = timed_build(vllm_timings, "model", lambda: ensure_model(vllm_env),
+                        lambda exc: _fail("building the tiny vLLM model", exc))
     _NOTES.append(f"tiny model {model.path} ({'built now' if model.built_now else 'cached'}): "
                   f"params {model.info.get('params')}, vocab {model.info.get('vocab')}")
     return model

@@ -21,43 +21,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import sysconfig
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-SPECIAL_TOKENS = ("<s>", "</s>", "<pad>", "<|system|>", "<|user|>", "<|assistant|>")
-CHAT_TEMPLATE = (
-    "{{ bos_token }}"
-    "{% for message in messages %}"
-    "{% if message['role'] == 'system' %}<|system|>"
-    "{% elif message['role'] == 'user' %}<|user|>"
-    "{% else %}<|assistant|>{% endif %}"
-    "{{ message['content'] }}{{ eos_token }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-)
+# Run as a script with another venv's python: the shared tokenizer code is found through tests/ on sys.path.
+sys.path.append(str(Path(__file__).resolve().parents[1]))
+from e2e_support.tokenizer import CHAT_TEMPLATE, SPECIAL_TOKENS
+from e2e_support.tokenizer import train_tokenizer as _train
+
 CORPUS_FILES = 120  # stdlib modules: enough text for a 2048-token vocabulary in a few seconds
 MAX_POSITIONS = 4096  # the server caps it with --max-model-len
 
 
-def corpus() -> Iterator[str]:
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    for path in sorted(stdlib.glob("*.py"))[:CORPUS_FILES]:
-        yield path.read_text(encoding="utf-8", errors="ignore")
-
-
 def train_tokenizer(vocab: int) -> Any:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=list(SPECIAL_TOKENS), show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(corpus(), trainer=trainer)
-    return tok
+    return _train(vocab, CORPUS_FILES)
 
 
 def build(out: Path, *, hidden: int, layers: int, heads: int, vocab: int, seed: int) -> dict[str, Any]:

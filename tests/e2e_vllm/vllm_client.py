@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from e2e_support.concurrent import run_concurrent as _run_concurrent
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
@@ -261,23 +261,7 @@ def prompt_of_about(client: VllmClient, target_tokens: int, seed: int) -> tuple[
 
 def run_concurrent(client: VllmClient, calls: Sequence[tuple[str, dict[str, Any]]], group: str) -> list[RequestRecord]:
     """Send ``client.chat(name, **kwargs)`` for each (name, kwargs) from its own thread, released together."""
-    results: dict[int, RequestRecord] = {}
-    barrier = threading.Barrier(len(calls))
-
-    def worker(i: int, name: str, kwargs: dict[str, Any]) -> None:
-        barrier.wait()
-        results[i] = client.chat(name, **kwargs)
-
-    threads = [threading.Thread(target=worker, args=(i, name, kw), name=f"vllm-client-{name}")
-               for i, (name, kw) in enumerate(calls)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    out = [results[i] for i in range(len(calls))]
-    for rec in out:
-        rec.concurrent_group = group
-    return out
+    return _run_concurrent(client.chat, calls, group, thread_prefix="vllm-client")
 
 
 def metric_total(text: str, name: str) -> float:

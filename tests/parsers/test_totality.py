@@ -14,7 +14,7 @@ from parsers.detect import detect_engine
 from parsers.envelope import strip_envelope
 from parsers.events import Event, Unparsed
 from parsers.framing import split_lines
-from parsers.gofmt import parse_attrs, parse_go_duration, parse_human_bytes
+from parsers.gofmt import parse_attrs, parse_go_duration
 from parsers.ollama import OllamaParser
 
 FRAGMENTS = [
@@ -68,8 +68,6 @@ def test_field_helpers_are_total(text: str) -> None:
     assert isinstance(parse_attrs(text), dict)
     d = parse_go_duration(text)
     assert d is None or isinstance(d, float)
-    b = parse_human_bytes(text)
-    assert b is None or isinstance(b, int)
 
 
 @settings(max_examples=200, deadline=None)

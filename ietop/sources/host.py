@@ -91,14 +91,35 @@ def _listening_on(port: int) -> set[int]:
 
 
 def _listening_on_per_process(port: int) -> set[int]:
-    pids: set[int] = set()
-    for proc in psutil.process_iter():
+    return {proc.pid for proc in psutil.process_iter() if _listens(proc, port)}
+
+
+def _listens(proc: Any, port: int) -> bool:
+    try:
+        return any(_is_local_listener(c, port) for c in proc.net_connections(kind="tcp"))
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def _outermost(pids: set[int], port: int) -> set[int]:
+    """Map each listener to its outermost ancestor that holds the same socket.
+
+    A forked child inherits the listening socket (seen with mlx_lm.server's helper processes), and the
+    system-wide table names only one holder per socket, picked arbitrarily: the server is the process
+    that opened it, the outermost one.
+    """
+    kept: set[int] = set()
+    for pid in pids:
+        top = pid
         try:
-            if any(_is_local_listener(c, port) for c in proc.net_connections(kind="tcp")):
-                pids.add(proc.pid)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):  # ZombieProcess is a NoSuchProcess
-            continue
-    return pids
+            for parent in psutil.Process(pid).parents():
+                if not _listens(parent, port):
+                    break
+                top = parent.pid
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+        kept.add(top)
+    return kept
 
 
 def _cmdline_contains(text: str) -> set[int]:
@@ -116,6 +137,8 @@ def _cmdline_contains(text: str) -> set[int]:
 def find_processes(port: int | None = None, cmdline_contains: str | None = None) -> list[int]:
     """Pids listening on ``port`` on loopback or all interfaces, or whose command line contains the text.
 
+    Of a process tree sharing one listening socket, only the outermost process is reported.
+
     The two criteria are alternatives (a union). A process that cannot be inspected is left out, never
     an error. Raises ValueError only when neither criterion is given (a caller's mistake).
     """
@@ -123,7 +146,7 @@ def find_processes(port: int | None = None, cmdline_contains: str | None = None)
         raise ValueError("give a port, a command-line text, or both")
     pids: set[int] = set()
     if port is not None:
-        pids |= _listening_on(port)
+        pids |= _outermost(_listening_on(port), port)
     if cmdline_contains:
         pids |= _cmdline_contains(cmdline_contains)
     return sorted(pids)

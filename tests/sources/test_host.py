@@ -140,3 +140,30 @@ def test_host_memory_is_sane() -> None:
     assert 0 < mem.available <= mem.total
     assert mem.used == mem.total - mem.available
     assert 0 <= mem.swap_used <= mem.swap_total or mem.swap_total == 0
+
+
+FORKING = """
+import os, socket, sys
+sock = socket.socket()
+sock.bind(("127.0.0.1", 0))
+sock.listen()
+pid = os.fork()
+if pid == 0:  # the child inherits the listening socket, as a forked helper of a server does
+    sys.stdin.read()
+    os._exit(0)
+print(sock.getsockname()[1], pid, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_forked_child_sharing_the_socket_is_not_the_server() -> None:
+    with subprocess.Popen([sys.executable, "-c", FORKING], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            port, child_pid = map(int, proc.stdout.readline().split())
+            assert child_pid != proc.pid
+            assert find_processes(port=port) == [proc.pid]
+        finally:
+            proc.kill()
+            os.kill(child_pid, 9)

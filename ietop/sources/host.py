@@ -19,13 +19,19 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
 import psutil
 
-__all__ = ["HostMemory", "ProcessSample", "find_processes", "host_memory", "sample_process"]
+__all__ = [
+    "HostMemory", "ProcessSample", "find_processes", "gpu_wired_limit_bytes", "host_memory", "parse_wired_limit_mb",
+    "sample_process",
+]
 
 _T = TypeVar("_T")
 
@@ -61,6 +67,13 @@ class HostMemory(NamedTuple):
     """``total - available``: psutil's own ``used`` means different things on each OS."""
     swap_total: int
     swap_used: int
+    wired: int | None = None
+    """macOS/BSD: memory the kernel may not page out. On Apple silicon this includes what Metal has
+    wired for the GPU (model weights, KV cache), so it is where an MLX or Ollama model lives. None
+    elsewhere."""
+    compressed: int | None = None
+    """macOS: memory held by the compressor (Activity Monitor's "Compressed"). psutil does not report
+    it, so it stays None until a source that can read it is worth its cost."""
 
 
 def _serves_loopback(ip: str) -> bool:
@@ -219,4 +232,41 @@ def host_memory() -> HostMemory:
         used=int(vm.total - vm.available),
         swap_total=int(swap.total),
         swap_used=int(swap.used),
+        wired=_optional_int(getattr(vm, "wired", None)),
     )
+
+
+def _optional_int(value: object) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+_SYSCTL_TIMEOUT_S = 1.0
+
+
+def parse_wired_limit_mb(text: str) -> int | None:
+    """``sysctl -n iogpu.wired_limit_mb`` output → bytes; None for 0 (the default) or anything unreadable."""
+    value = text.strip()
+    if not value.isascii() or not value.isdigit():
+        return None
+    mb = int(value)
+    return mb << 20 if mb > 0 else None
+
+
+def gpu_wired_limit_bytes() -> int | None:
+    """macOS on Apple silicon: how much memory the GPU may wire, if the user raised or lowered it.
+
+    ``sudo sysctl iogpu.wired_limit_mb=N`` (macOS 14+) changes the cap on GPU-wired memory, which
+    decides whether a large model fits at all. 0, the default, means macOS's own cap (roughly 2/3 of RAM
+    on smaller machines, 3/4 on larger ones), which the sysctl does not state: that is None here, as
+    are other OSes, an older macOS without the sysctl, and any failure or a run over 1 s.
+    """
+    if sys.platform != "darwin":
+        return None
+    try:
+        # A GUI-launched process may have a PATH without /usr/sbin.
+        sysctl = shutil.which("sysctl") or "/usr/sbin/sysctl"
+        done = subprocess.run([sysctl, "-n", "iogpu.wired_limit_mb"], capture_output=True, text=True,
+                              timeout=_SYSCTL_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_wired_limit_mb(done.stdout) if done.returncode == 0 else None

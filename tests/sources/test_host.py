@@ -167,3 +167,57 @@ def test_forked_child_sharing_the_socket_is_not_the_server() -> None:
         finally:
             proc.kill()
             os.kill(child_pid, 9)
+
+
+def test_wired_memory_is_macos_only() -> None:
+    mem = host_memory()
+    if sys.platform == "darwin":  # pragma: no cover - macOS
+        assert mem.wired is not None and 0 < mem.wired < mem.total
+    else:
+        assert mem.wired is None
+    assert mem.compressed is None  # psutil does not report it on any OS
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("49152\n", 49152 << 20), ("1", 1 << 20), (" 8192 ", 8192 << 20),
+    ("0\n", None), ("", None), ("-1", None), ("12.5", None), ("unknown oid 'iogpu.wired_limit_mb'", None), ("４", None),
+])
+def test_parse_wired_limit_mb(text: str, expected: int | None) -> None:
+    assert host.parse_wired_limit_mb(text) == expected
+
+
+def test_gpu_wired_limit_is_none_off_macos() -> None:
+    if sys.platform == "darwin":  # pragma: no cover - macOS
+        pytest.skip("this host is a Mac")
+    assert host.gpu_wired_limit_bytes() is None
+
+
+def _fake_sysctl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> None:
+    """A `sysctl` executable first on PATH, and a platform that says macOS."""
+    exe = tmp_path / "sysctl"
+    exe.write_text(f"#!{sys.executable}\nimport sys, time\n{script}\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setattr(host.sys, "platform", "darwin")
+
+
+def test_gpu_wired_limit_on_macos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_sysctl(tmp_path, monkeypatch, "assert sys.argv[1:] == ['-n', 'iogpu.wired_limit_mb']\nprint(57344)")
+    assert host.gpu_wired_limit_bytes() == 57344 << 20
+
+
+@pytest.mark.parametrize("script", [
+    "print(0)",  # the default cap, which the sysctl does not state
+    "print(\"sysctl: unknown oid 'iogpu.wired_limit_mb'\", file=sys.stderr); sys.exit(1)",  # macOS 13 and older
+    "print('garbage')",
+])
+def test_gpu_wired_limit_unknown_on_macos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> None:
+    _fake_sysctl(tmp_path, monkeypatch, script)
+    assert host.gpu_wired_limit_bytes() is None
+
+
+def test_gpu_wired_limit_gives_up_after_a_second(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_sysctl(tmp_path, monkeypatch, "time.sleep(30)\nprint(1024)")
+    began = time.monotonic()
+    assert host.gpu_wired_limit_bytes() is None
+    assert time.monotonic() - began < 5

@@ -28,6 +28,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ietop", description="top for local LLM inference engines (Ollama, MLX, vLLM).")
     parser.add_argument("--version", action="version", version=f"ietop {__version__}")
+    _add_live_flags(parser)
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     an = sub.add_parser("analyze", help="report on saved engine logs (plain, .gz or .zst)",
@@ -57,9 +58,47 @@ def build_parser() -> argparse.ArgumentParser:
     px.add_argument("--timeout", type=float, default=600.0, metavar="S", help="upstream timeout in seconds (600)")
     px.add_argument("--quiet", action="store_true", help="do not print a line per measured request")
 
-    sub.add_parser("demo", help="show the report of a bundled incident (no engine needed)",
-                   description="Analyze the bundled demo incident (real Ollama log excerpts).")
+    rp = sub.add_parser("replay", help="the live dashboard driven by saved logs",
+                        description="Replay saved logs through the live pipeline: p pauses, n steps, +/- speed.")
+    rp.add_argument("paths", nargs="+", metavar="PATH", help="log files (plain, .gz, .zst); merged by time")
+    rp.add_argument("--speed", type=_speed, default=1.0, metavar="N",
+                    help="N times real time (default 1; 0 = as fast as possible); silences over 3 s are skipped")
+    rp.add_argument("--engine", choices=["ollama", "vllm", "mlx", "proxy"], help="skip detection")
+    rp.add_argument("--paused", action="store_true", help="start paused (step with n)")
+
+    dm = sub.add_parser("demo", help="the dashboard replaying a bundled incident (no engine needed)",
+                        description="Replay the bundled incident (built from real Ollama log lines) in the "
+                                    "dashboard.")
+    dm.add_argument("--speed", type=_speed, default=10.0, metavar="N", help="replay speed (default 10)")
+    dm.add_argument("--report", action="store_true", help="print the analyze report of the incident instead")
     return parser
+
+
+def _add_live_flags(parser: argparse.ArgumentParser) -> None:
+    live = parser.add_argument_group("live dashboard (`ietop` with no command)")
+    live.add_argument("--ollama", action="append", default=[], metavar="URL",
+                      help="poll this Ollama (repeatable; default $OLLAMA_HOST or 127.0.0.1:11434)")
+    live.add_argument("--vllm", action="append", default=[], metavar="URL",
+                      help="poll this vLLM server (repeatable; default 127.0.0.1:8000)")
+    live.add_argument("--mlx", action="append", default=[], metavar="URL",
+                      help="poll this mlx_lm.server (repeatable; default 127.0.0.1:8080)")
+    live.add_argument("--log", action="append", default=[], metavar="[ENGINE:]PATH",
+                      help="follow this log (repeatable; - is stdin); the engine is detected unless given")
+    live.add_argument("--journal", action="append", default=[], metavar="UNIT",
+                      help="follow a systemd unit's journal (journalctl -f -o json)")
+    live.add_argument("--docker", action="append", default=[], metavar="CONTAINER",
+                      help="follow a container's log (docker logs -f -t)")
+    live.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between polls (default 2)")
+
+
+def _speed(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid speed {text!r}: a number such as 1, 10 or 0") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("speed must be >= 0")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -69,12 +108,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "analyze":
             return _analyze(args)
         if args.command == "demo":
-            return _demo()
+            return _report(demo_paths()) if args.report else _replay(demo_paths(), args.speed, None, "ietop demo")
+        if args.command == "replay":
+            return _replay(args.paths, args.speed, args.engine, "ietop replay", args.paused)
         if args.command == "proxy":
             return _proxy(args)
-        parser.print_help()
-        print("\nThe live dashboard is not built yet: use `ietop analyze PATH…` or `ietop demo`.", file=sys.stderr)
-        return EXIT_USAGE
+        return _live(args)
     except KeyboardInterrupt:
         print("ietop: interrupted", file=sys.stderr)
         return 130
@@ -179,11 +218,50 @@ def demo_paths() -> list[str]:
     return sorted(str(p) for p in root.iterdir() if p.name.endswith(".log"))
 
 
-def _demo() -> int:
+def _replay(paths: Sequence[str], speed: float, engine: str | None, title: str, paused: bool = False) -> int:
+    from ietop.pipeline import FormatError, SourceError
+
+    for path in paths:
+        if not Path(path).is_file():
+            print(f"ietop: error: {path}: no such file", file=sys.stderr)
+            return EXIT_USAGE
+    from ietop.tui.run import replay_app
+
+    try:
+        app = replay_app(paths, speed, engine, title=title, paused=paused)
+    except (SourceError, FormatError) as exc:
+        print(f"ietop: error: {exc}", file=sys.stderr)
+        return EXIT_RUNTIME
+    app.run()
+    return EXIT_OK
+
+
+def _live(args: argparse.Namespace) -> int:
+    from ietop.discover import plan
+    from ietop.pipeline import FormatError, SourceError
+
+    p = plan(args.ollama, args.vllm, args.mlx, args.log, args.journal, args.docker)
+    for engine, path in p.logs:
+        if path != "-" and not engine and not Path(path).is_file():
+            print(f"ietop: error: {path}: no such file (to wait for it, name the engine: --log ollama:{path})",
+                  file=sys.stderr)
+            return EXIT_USAGE
+    from ietop.tui.run import live_app
+
+    try:
+        app = live_app(p, args.interval)
+    except (SourceError, FormatError) as exc:
+        print(f"ietop: error: {exc}", file=sys.stderr)
+        return EXIT_RUNTIME
+    app.run()
+    return EXIT_OK
+
+
+def _report(paths: Sequence[str]) -> int:
     from ietop.analyze.report import Analysis
     from ietop.analyze.text import print_report
 
-    an = Analysis(demo_paths())
+    an = Analysis(paths)
     try:
         print_report(an)
     finally:

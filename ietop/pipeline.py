@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Protocol
@@ -180,8 +180,10 @@ def _file_year(path: str) -> int | None:
         return None
 
 
-def file_events(inp: FileInput) -> Iterator[tuple[float, int, int, Event]]:
-    """(t, src, seq, event) for one file. A line without a time takes the last time seen before it."""
+def file_events(inp: FileInput, remember: Callable[[int, int, str], None] | None = None,
+                ) -> Iterator[tuple[float, int, int, Event]]:
+    """(t, src, seq, event) for one file. A line without a time takes the last time seen before it.
+    `remember(src, line, text)` is given each raw line that produced events (replay keeps them as evidence)."""
     parser = inp.parser
     src = inp.src
     last_t = float("-inf")
@@ -193,7 +195,10 @@ def file_events(inp: FileInput) -> Iterator[tuple[float, int, int, Event]]:
         text = st.text
         if not text:
             continue
-        for event in parser.parse(n, text, st.ts):
+        events = parser.parse(n, text, st.ts)
+        if remember is not None and events:
+            remember(src, n, line.text)
+        for event in events:
             ts = event.ts
             if ts is not None:
                 t = epoch(ts)
@@ -307,12 +312,19 @@ def apply_poll(store: Store, engine: str, kind: str, url: str, status: int | Non
                error: str | None, now: datetime) -> None:
     """Turn one poll answer into engine state. `now` is the caller's clock (the model never reads one).
     Only a failed connection is an error here; an HTTP status, even 503, is an answer."""
-    from parsers.engine_api import metrics_status, mlx_health, openai_models
+    from parsers.engine_api import metrics_status, mlx_health, ollama_ps, ollama_version, openai_models
 
     net_error = error if status is None else None
     t = epoch(now)
     if engine == "mlx" and kind == "health":
         store.apply_poll(t, mlx_health(url, now, status, body, net_error))
+    elif engine == "ollama" and kind == "ps":
+        state, residency = ollama_ps(url, now, status, body, net_error)
+        store.apply_poll(t, state)
+        if residency is not None:
+            store.apply_poll(t, residency)
+    elif engine == "ollama" and kind == "version":
+        store.apply_poll(t, ollama_version(url, now, status, body, net_error))
     elif kind == "models":
         store.apply_poll(t, openai_models(engine, url, now, status, body, net_error))
     elif kind == "metrics":

@@ -145,10 +145,19 @@ class HintEngine:
             if len(s.preemptions) < EVIDENCE_MAX:
                 s.preemptions.append(record)
 
-    def evaluate(self, ctx: HintContext, since: float | None = None) -> list[Hint]:
+    def evaluate(self, ctx: HintContext, since: float | None = None, extra_loads: Sequence[Load] = (),
+                 extra_unloads: Sequence[Unload] = ()) -> list[Hint]:
         """Every rule over what was seen — or, with `since` (the dashboard's window), over the records
-        at or after that time only, so a hint clears once its symptom is no longer in the window."""
+        at or after that time only, so a hint clears once its symptom is no longer in the window.
+        `extra_*`: records the store has not finalized yet (the dashboard cannot wait for them)."""
         seen = self.seen if since is None else self.seen.since(since)
+        if extra_loads or extra_unloads:
+            if seen is self.seen:
+                seen = self.seen.since(float("-inf"))  # a copy: the extras must not stick
+            low = float("-inf") if since is None else since
+            known = {id(x) for x in (*seen.loads, *seen.unloads)}
+            seen.loads.extend(ld for ld in extra_loads if id(ld) not in known and (ld.t_end or ld.t_begin) >= low)
+            seen.unloads.extend(u for u in extra_unloads if id(u) not in known and u.t >= low)
         hints: list[Hint] = []
         for rule in RULES:
             hint = rule(seen, ctx)

@@ -240,6 +240,10 @@ class LoadTracker:
         while self._recent and self._recent[0].t_end is not None and t - self._recent[0].t_end > ATTRIBUTION_HORIZON_S:
             self._emit("load", self._recent.popleft())
 
+    def pending(self) -> tuple[list[Load], list[Unload]]:
+        """Loads and unloads not yet handed to the sink (still joinable): the dashboard shows them live."""
+        return [*self._recent, *self._open.values()], list(self._unloads)
+
     def flush(self) -> None:
         for src in list(self._open):
             load = self._open[src]

@@ -23,6 +23,7 @@ from ietop.model.records import Ref, Request, Simple, is_inference
 from ietop.model.sketch import Sketch
 from ietop.model.vllm import VllmTracker
 from parsers import events as ev
+from parsers.api_events import OllamaResidency
 
 Sink = Callable[[str, Any], None]
 _MLX_EVENTS = (ev.RequestBody, ev.Admission, ev.PrefillProgress, ev.TokenDelta, ev.Usage, ev.GenerationStart)
@@ -67,6 +68,7 @@ class EngineState:
     detail: str = ""
     since: float | None = None
     models: tuple[str, ...] | None = None
+    version: str | None = None
 
 
 class ListSink:
@@ -98,6 +100,8 @@ class Store:
         self._vllm: dict[int, VllmTracker] = {}
         self.engines: dict[str, EngineState] = {}
         self.metrics = ScrapeStore()
+        self.residency: dict[str, OllamaResidency] = {}
+        """Endpoint → its newest `/api/ps` answer (parsers.api_events.OllamaResidency)."""
         self._now = 0.0
 
     def set_sink(self, sink: Sink) -> None:
@@ -241,10 +245,12 @@ class Store:
         elif isinstance(event, ev.Usage):
             mlx.usage(t, event)
 
-    def apply_poll(self, t: float, event: ev.EngineStatus | ev.ModelList | ev.Scrape) -> None:
+    def apply_poll(self, t: float, event: ev.EngineStatus | ev.ModelList | ev.Scrape | OllamaResidency) -> None:
         """An answer from polling an engine endpoint (not tied to a log source)."""
         self.version += 1
-        if isinstance(event, ev.Scrape):
+        if isinstance(event, OllamaResidency):
+            self.residency[event.endpoint] = event
+        elif isinstance(event, ev.Scrape):
             self.metrics.add(event)
         elif isinstance(event, ev.EngineStatus):
             self._engine_status(t, event)
@@ -264,6 +270,8 @@ class Store:
         if state == "up" and any(m.state == "dead" for m in self._mlx.values()):
             # The zombie: mlx_lm.server's generation thread died, /health still says ok (≤ 0.32.0).
             state, detail = "dead", "generation thread died (log); /health still answers"
+        if state == "up" and detail.startswith("version "):
+            st.version = detail[len("version "):]  # kept: the next poll of another path replaces the detail
         if state != st.state:
             st.since = t
         st.state, st.detail = state, detail
@@ -351,6 +359,15 @@ class Store:
             was_loading = self.loads.failed(src, t, event.ts, ref, engine, certain)
             if event.kind == "runner_crash" and not was_loading and self.loads.resident:
                 self.loads.unload(src, t, event.ts, ref, engine, "crashed")
+
+    def mlx_processes(self) -> list[tuple[int, str, str | None]]:
+        """(source, resident model, state) of each MLX log: one model per mlx_lm.server process."""
+        return [(src, m.resident, m.state) for src, m in self._mlx.items()]
+
+    @property
+    def now(self) -> float:
+        """The newest event time applied (the replay's clock)."""
+        return self._now
 
     def flush(self) -> None:
         """End of input: finalize everything still open."""

@@ -1,0 +1,275 @@
+"""Feeds: what the dashboard's workers run. Each reads a source, parses it (parsers are pure and each feed
+owns its parser) and hands batches of `(src, t, event)` to a callback; the store is touched only by
+whoever receives the batches (the Textual main thread). Replay is a feed like the others, so live and
+replay go through the same parsers and the same store.
+
+No Textual here: the callback is `post` for the app, a list append for tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ietop.model.store import Store
+from ietop.pipeline import SCRAPE, FileInput, _file_year, _scrape_event, epoch, file_events, make_parser, sniff
+from parsers.envelope import strip_envelope
+from parsers.events import Event
+
+Item = tuple[int, float, Event]
+BATCH_MAX = 5000
+"""Events per batch: bounds the main thread's work per message, so the UI stays responsive."""
+EVIDENCE_KEEP = 20_000
+"""Raw lines kept per source for the detail screens (a followed stream may have no file to re-read)."""
+
+
+@dataclass(slots=True)
+class Batch:
+    items: list[Item]
+    clock: float | None = None
+    """Replay: the virtual time the batch brings the dashboard to (None live: the wall clock is now)."""
+    done: bool = False
+    error: str | None = None
+    lines: dict[int, int] = field(default_factory=dict)
+    """Lines read so far, per source."""
+
+
+Post = Callable[[Batch], None]
+
+
+class Evidence:
+    """The newest raw lines of each source, by line number: what detail screens show as evidence.
+
+    Written by feed threads, read by the UI thread: single dict operations are atomic under the GIL and
+    a miss only means "line no longer kept"."""
+
+    def __init__(self, keep: int = EVIDENCE_KEEP) -> None:
+        self.keep = keep
+        self._lines: dict[int, dict[int, str]] = {}
+        self._order: dict[int, deque[int]] = {}
+
+    def remember(self, src: int, line: int, text: str) -> None:
+        lines = self._lines.setdefault(src, {})
+        order = self._order.setdefault(src, deque())
+        lines[line] = text
+        order.append(line)
+        if len(order) > self.keep:
+            lines.pop(order.popleft(), None)
+
+    def lookup(self, src: int, line: int) -> str | None:
+        return self._lines.get(src, {}).get(line)
+
+
+class ReplayClock:
+    """Virtual time for replay: `speed`× the wall clock, with pause and single steps.
+
+    Idle stretches longer than `max_gap_s` of wall time are skipped, so an incident with an hour of
+    silence in the middle does not stall the screen."""
+
+    def __init__(self, speed: float = 1.0, max_gap_s: float = 3.0) -> None:
+        self.speed = speed
+        self.max_gap_s = max_gap_s
+        self.paused = False
+        self._steps = 0
+        self._cond = threading.Condition()
+        self._virtual: float | None = None
+        self._wall = time.monotonic()
+
+    def now(self) -> float | None:
+        with self._cond:
+            return self._now_locked()
+
+    def _now_locked(self) -> float | None:
+        if self._virtual is None or self.paused or self.speed <= 0:
+            return self._virtual
+        return self._virtual + (time.monotonic() - self._wall) * self.speed
+
+    def _rebase(self, virtual: float) -> None:
+        self._virtual, self._wall = virtual, time.monotonic()
+
+    def toggle_pause(self) -> bool:
+        with self._cond:
+            now = self._now_locked()
+            self.paused = not self.paused
+            if now is not None:
+                self._rebase(now)
+            self._cond.notify_all()
+            return self.paused
+
+    def step(self) -> None:
+        """While paused: release the next event."""
+        with self._cond:
+            self._steps += 1
+            self._cond.notify_all()
+
+    def set_speed(self, speed: float) -> None:
+        with self._cond:
+            now = self._now_locked()
+            self.speed = speed
+            if now is not None:
+                self._rebase(now)
+            self._cond.notify_all()
+
+    def wait_until(self, t: float, stop: threading.Event, timeout: float) -> bool:
+        """Block until virtual time reaches `t` (True), or `timeout` passes or `stop` is set (False)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            if self._virtual is None:
+                self._rebase(t)
+            while not stop.is_set():
+                if self.paused:
+                    if self._steps:
+                        self._steps -= 1
+                        self._rebase(max(t, self._virtual or t))
+                        return True
+                else:
+                    now = self._now_locked()
+                    assert now is not None
+                    if self.speed <= 0 or now >= t:
+                        return True
+                    if (t - now) / self.speed > self.max_gap_s:
+                        self._rebase(t - self.max_gap_s * 0.1 * self.speed)
+                        continue
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                wait = remaining if self.paused else min(remaining, (t - (self._now_locked() or t)) / self.speed)
+                self._cond.wait(max(0.001, min(wait, 0.25)))
+            return False
+
+
+class ReplayFeed:
+    """Saved logs replayed through the live pipeline, paced by a ReplayClock."""
+
+    def __init__(self, store: Store, paths: Iterable[str], clock: ReplayClock, evidence: Evidence,
+                 engine: str | None = None) -> None:
+        self.clock = clock
+        self.evidence = evidence
+        self.inputs: list[FileInput] = []
+        for path in paths:  # sniff now, on the caller's thread: a bad file is a one-line error at start
+            found = sniff(path, engine)
+            src = store.add_source(path, "vllm" if found == SCRAPE else found)
+            self.inputs.append(FileInput(path, found, make_parser(found, _file_year(path)), src))
+
+    def _merged(self) -> Iterator[tuple[float, int, int, Event]]:
+        streams = [_scrape_event(i) if i.engine == SCRAPE else file_events(i, self.evidence.remember)
+                   for i in self.inputs]
+        if len(streams) == 1:
+            return streams[0]
+        return heapq.merge(*streams, key=lambda x: (x[0], x[1], x[2]))
+
+    def run(self, post: Post, stop: threading.Event) -> None:
+        items: list[Item] = []
+        last_post = time.monotonic()
+        try:
+            for t, src, _seq, event in self._merged():
+                t = t if t != float("-inf") else 0.0
+                while not self.clock.wait_until(t, stop, 0.2):
+                    if stop.is_set():
+                        return
+                    if items:
+                        post(Batch(items, self.clock.now()))
+                        items, last_post = [], time.monotonic()
+                items.append((src, t, event))
+                if len(items) >= BATCH_MAX or time.monotonic() - last_post > 0.1 or self.clock.paused:
+                    post(Batch(items, self.clock.now()))
+                    items, last_post = [], time.monotonic()
+        except Exception as exc:  # a read error mid-replay: shown in the header, never a crash
+            post(Batch(items, self.clock.now(), done=True, error=f"replay stopped: {exc}"))
+            return
+        post(Batch(items, self.clock.now(), done=True, lines={i.src: i.lines for i in self.inputs}))
+
+
+class TailParse:
+    """Parse raw lines of one live source (envelopes stripped; a line without a time takes the last)."""
+
+    def __init__(self, store: Store, name: str, engine: str, evidence: Evidence) -> None:
+        self.name = name
+        self.parser = make_parser(engine)
+        self.src = store.add_source(name, engine)
+        self.evidence = evidence
+        self.n = 0
+        self._last_t = 0.0
+
+    def parse(self, texts: Iterable[tuple[str, datetime | None]]) -> list[Item]:
+        """(raw text, a time the transport gave, e.g. journald's) → items."""
+        items: list[Item] = []
+        parser, src, remember = self.parser, self.src, self.evidence.remember
+        for text, given_ts in texts:
+            self.n += 1
+            st = strip_envelope(text)
+            if not st.text:
+                continue
+            events = parser.parse(self.n, st.text, st.ts or given_ts)
+            if events:
+                remember(src, self.n, text)
+            for event in events:
+                if event.ts is not None:
+                    self._last_t = max(self._last_t, epoch(event.ts))
+                items.append((src, self._last_t, event))
+        return items
+
+
+class TailFeed:
+    """A log file followed by name (`tail -F`)."""
+
+    def __init__(self, store: Store, path: str, engine: str, evidence: Evidence, *, from_start: bool = False) -> None:
+        from ietop.sources.tailer import FileTailer
+
+        self.tail = TailParse(store, path, engine, evidence)
+        self.tailer = FileTailer(path, from_start=from_start)
+
+    def run(self, post: Post, stop: threading.Event) -> None:
+        src = self.tail.src
+        try:
+            for lines in self.tailer.follow(stop, timeout=1.0):
+                if lines:
+                    items = self.tail.parse((line.text, None) for line in lines)
+                    for i in range(0, max(1, len(items)), BATCH_MAX):
+                        post(Batch(items[i:i + BATCH_MAX], lines={src: self.tail.n}))
+                elif self.tailer.error:
+                    post(Batch([], error=f"{self.tailer.path}: {self.tailer.error}"))
+        finally:
+            self.tailer.close()
+
+
+class CommandFeed:
+    """Lines from a command (`journalctl -f -o json`, `docker logs -f -t`) or from stdin."""
+
+    def __init__(self, store: Store, name: str, engine: str, evidence: Evidence, lines: Any,
+                 journal_json: bool = False) -> None:
+        self.lines = lines
+        """An ietop.sources.procs CommandLines or StdinLines (started by run)."""
+        self.journal_json = journal_json
+        self.tail = TailParse(store, name, engine, evidence)
+
+    def run(self, post: Post, stop: threading.Event) -> None:
+        from parsers.journal_json import journal_record
+
+        error = self.lines.start() if hasattr(self.lines, "start") else None
+        if error:
+            post(Batch([], error=error))
+            return
+        try:
+            while not stop.is_set():
+                got = self.lines.read_available(0.25)
+                if got:
+                    texts: list[tuple[str, Any]] = []
+                    for _n, text in got:
+                        if self.journal_json:
+                            rec = journal_record(text)
+                            texts.append((rec[1], rec[0]) if rec is not None else (text, None))
+                        else:
+                            texts.append((text, None))
+                    post(Batch(self.tail.parse(texts), lines={self.tail.src: self.tail.n}))
+                elif self.lines.exited is not None:
+                    post(Batch([], error=f"{self.tail.name}: stream ended (exit {self.lines.exited})"))
+                    return
+        finally:
+            self.lines.stop()

@@ -1,0 +1,121 @@
+"""The dashboard's side of the store: a sink that keeps the newest records, and `snapshot(now)`.
+
+The store finalizes loads hours after they complete (a long request can still claim one), so the view
+reads the load tracker's pending records too; a record is in exactly one of the two places.
+Everything is bounded: `keep` records per kind, `SAMPLES` latency samples.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from ietop.model.hints import HintContext, HintEngine
+from ietop.model.records import Load, Request, Simple, Unload
+from ietop.model.snapshot import EngineRow, Snapshot, SourceRow
+from ietop.model.store import Store
+from ietop.model.timeline import build_timeline, event_rows, latency_rows, resident_rows
+
+SAMPLES = 50_000
+"""Latency samples kept for the windows: 15 minutes at ~55 requests/s; older ones fall off."""
+
+
+class LiveView:
+    """Create with the store: `view = LiveView(); store = Store(view); view.attach(store)`."""
+
+    def __init__(self, keep: int = 2000) -> None:
+        self.store: Store | None = None
+        self.requests: deque[Request] = deque(maxlen=keep)
+        self.loads: deque[Load] = deque(maxlen=keep)
+        self.unloads: deque[Unload] = deque(maxlen=keep)
+        self.simple: deque[Simple] = deque(maxlen=keep)
+        self.samples: deque[tuple[float, float | None, float | None, float | None]] = deque(maxlen=SAMPLES)
+        """(t_end, ttft, itl, e2e) of inference requests."""
+        self.hints = HintEngine()
+        self.load_counts: dict[str, int] = {}
+        self.evict_counts: dict[str, int] = {}
+        self._built: tuple[int, float, float] | None = None
+        self._last: Snapshot | None = None
+
+    def attach(self, store: Store) -> None:
+        self.store = store
+
+    def __call__(self, kind: str, record: Any) -> None:
+        self.hints.observe(kind, record)
+        if kind == "request":
+            req: Request = record
+            if req.inference or req.status >= 400:
+                self.requests.append(req)
+            if req.inference:
+                e2e = req.latency_s if req.status < 400 else None
+                self.samples.append((req.t_end, req.ttft_s, req.itl_s, e2e))
+        elif kind == "load":
+            self.loads.append(record)
+        elif kind == "unload":
+            self.unloads.append(record)
+        elif kind in ("truncation", "error"):
+            self.simple.append(record)
+
+    def snapshot(self, now: float, window_s: float) -> Snapshot:
+        """The view at `now`; the same object again when nothing changed (the screen skips the redraw)."""
+        store = self.store
+        assert store is not None, "attach() the store first"
+        key = (store.version, round(now), window_s)
+        if self._last is not None and self._built == key:
+            return self._last
+        pending_loads, pending_unloads = store.loads.pending()
+        loads = _unique([*self.loads, *pending_loads], lambda ld: ld.t_end if ld.t_end is not None else ld.t_begin)
+        unloads = _unique([*self.unloads, *pending_unloads], lambda u: u.t)
+        since = now - window_s
+        cfg = store.settings
+        ctx = HintContext(cfg.configured, cfg.configured_ref, cfg.effective, cfg.effective_ref,
+                          aliases=dict(store.loads.aliases))
+        hints = self.hints.evaluate(ctx, since, extra_loads=pending_loads, extra_unloads=pending_unloads)
+        snap = Snapshot(
+            version=store.version,
+            now=now,
+            window_s=window_s,
+            engines=self._engines(store),
+            resident=resident_rows(store, loads, unloads, now),
+            latency=latency_rows(self.samples, store, now, window_s),
+            requests=tuple(reversed(self.requests)),
+            events=event_rows(loads, unloads, self.simple),
+            hints=tuple(hints),
+            timeline=build_timeline(loads, unloads),
+            sources=tuple(SourceRow(s.path, s.engine, s.lines, s.unparsed_lines, s.version) for s in store.sources),
+            configured=dict(cfg.configured),
+            effective=dict(cfg.effective),
+            counts=dict(store.counts),
+        )
+        self._built, self._last = key, snap
+        return snap
+
+    @staticmethod
+    def _engines(store: Store) -> tuple[EngineRow, ...]:
+        rows: list[EngineRow] = []
+        polled = {st.engine for st in store.engines.values()}
+        for st in store.engines.values():
+            rows.append(EngineRow(st.engine, st.endpoint, st.state, st.detail,
+                                  st.version or _log_version(store, st.engine), st.since if st.state == "up" else None))
+        for info in store.sources:
+            if info.engine in polled or info.engine == "proxy":
+                continue
+            name = info.path.replace("\\", "/").rsplit("/", 1)[-1]
+            rows.append(EngineRow(info.engine, f"log:{name}", "log", f"{info.lines} lines", info.version, None))
+        return tuple(rows)
+
+
+def _log_version(store: Store, engine: str) -> str | None:
+    return next((s.version for s in store.sources if s.engine == engine and s.version), None)
+
+
+def _unique(items: list[Any], when: Any) -> list[Any]:
+    """Records in time order, each once (a record moves from pending to finalized between snapshots)."""
+    seen: set[int] = set()
+    out = []
+    for item in items:
+        if id(item) not in seen:
+            seen.add(id(item))
+            out.append(item)
+    out.sort(key=when)
+    return out

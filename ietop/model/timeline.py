@@ -1,0 +1,235 @@
+"""Row builders for the snapshot: residency, the residency timeline, events and latency windows.
+
+Pure functions of store state and records; `now` is passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from ietop.model.records import Load, Simple, Unload
+from ietop.model.snapshot import EventRow, Interval, LatencyRow, ResidentRow
+from ietop.model.store import Store
+
+SPARK_BUCKETS = 24
+
+
+def _short(model: str) -> str:
+    return model.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _same(a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and _short(a) == _short(b)
+
+
+# -- timeline ----------------------------------------------------------------------------------
+def build_timeline(loads: Sequence[Load], unloads: Sequence[Unload]) -> tuple[Interval, ...]:
+    """Residency intervals, oldest first: a completed load opens one; an unload of that model (or the
+    next load of it, or a crash of its engine) closes it."""
+    steps: list[tuple[float, int, Load | Unload]] = []
+    for ld in loads:
+        if ld.ok and ld.model is not None and ld.t_end is not None:
+            steps.append((ld.t_end, 1, ld))
+    for u in unloads:
+        steps.append((u.t, 0, u))
+    steps.sort(key=lambda s: (s[0], s[1]))
+    open_: dict[str, tuple[Load, float]] = {}
+    out: list[Interval] = []
+
+    def close(key: str, t: float, by: str, for_model: str | None) -> None:
+        load, start = open_.pop(key)
+        out.append(Interval(load.engine, load.model or "?", start, t, load.duration_s, by, for_model, load.ref))
+
+    for t, _order, item in steps:
+        if isinstance(item, Load):
+            key = _short(item.model or "?")
+            if key in open_:
+                close(key, t, "reloaded", None)
+            open_[key] = (item, t)
+            continue
+        victims = [k for k in open_ if item.model is not None and k == _short(item.model)]
+        if item.model is None:
+            # An unload that names no model: certain only when one model of that engine is resident.
+            same_engine = [k for k, (ld, _s) in open_.items() if ld.engine == item.engine]
+            victims = same_engine if len(same_engine) == 1 or item.reason == "crashed" else []
+        for key in victims:
+            close(key, t, item.reason, item.for_model)
+    for _key, (load, start) in open_.items():
+        out.append(Interval(load.engine, load.model or "?", start, None, load.duration_s, None, None, load.ref))
+    out.sort(key=lambda i: i.start)
+    return tuple(out)
+
+
+# -- events ------------------------------------------------------------------------------------
+def _secs(value: float | None) -> str:
+    return "?" if value is None else f"{value:.1f}s"
+
+
+def _load_row(ld: Load) -> EventRow:
+    model = ld.model or "a model"
+    if ld.ok:
+        text = f"loaded {model} in {_secs(ld.duration_s)}"
+        if ld.waiters:
+            text += f" ({ld.waiters} request(s) waited)"
+        kind = "load"
+    elif ld.status == "failed":
+        text, kind = f"load of {model} failed", "load_failed"
+    else:
+        text, kind = f"loading {model}", "load"
+    t = ld.t_end if ld.t_end is not None else ld.t_begin
+    refs = (ld.ref,) if ld.done_ref is None else (ld.ref, ld.done_ref)
+    return EventRow(t, ld.time, kind, ld.engine, ld.model, text, refs)
+
+
+_UNLOAD_TEXT = {
+    "expired": ("expire", "{m} expired (keep-alive)"),
+    "switched": ("switch", "{m} unloaded: switched to {f}"),
+    "crashed": ("crash", "{m} lost: runner crashed"),
+}
+
+
+def _unload_row(u: Unload) -> EventRow:
+    m = u.model or "a model"
+    if u.reason == "evicted":
+        kind = "evict"
+        text = f"evicted {m} to load {u.for_model}" if u.for_model else f"evicted {m}"
+    elif u.reason in _UNLOAD_TEXT:
+        kind, fmt = _UNLOAD_TEXT[u.reason]
+        text = fmt.format(m=m, f=u.for_model or "another model")
+    else:
+        kind, text = "unload", f"unloaded {m}"
+    if u.vram_wait_s:
+        text += f"; VRAM took {max(u.vram_wait_s):.1f}s to recover"
+    return EventRow(u.t, u.time, kind, u.engine, u.model, text, tuple(u.evidence) or (u.ref,))
+
+
+def _simple_row(s: Simple) -> EventRow:
+    d = s.data
+    time = _parse_time(d.get("time"))
+    if s.kind == "truncation":
+        prompt, kept = d.get("prompt"), d.get("new") or d.get("limit")
+        text = f"prompt truncated: {prompt} → {kept} tokens" if prompt is not None else "prompt truncated"
+        return EventRow(s.t or 0.0, time, "truncation", d.get("engine") or "ollama", d.get("model"), text, (s.ref,))
+    message = str(d.get("message", ""))
+    text = f"{d.get('kind', 'error')}: {message}"
+    return EventRow(s.t or 0.0, time, "error", d.get("engine") or "", d.get("model"), text, (s.ref,))
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def event_rows(loads: Iterable[Load], unloads: Iterable[Unload], simple: Iterable[Simple],
+               limit: int = 500) -> tuple[EventRow, ...]:
+    rows = [_load_row(ld) for ld in loads] + [_unload_row(u) for u in unloads] + [_simple_row(s) for s in simple]
+    rows.sort(key=lambda r: r.t, reverse=True)
+    return tuple(rows[:limit])
+
+
+# -- residency ---------------------------------------------------------------------------------
+def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload],
+                  now: float) -> tuple[ResidentRow, ...]:
+    configured = store.settings.configured.get("context_length")
+    ctx_claim = configured if isinstance(configured, int) else None
+    rows: list[ResidentRow] = []
+
+    def history(model: str) -> tuple[Load | None, int, int]:
+        mine = [ld for ld in loads if _same(ld.model, model) and ld.ok]
+        evictions = sum(1 for u in unloads if _same(u.model, model) and u.reason == "evicted")
+        return (mine[-1] if mine else None), len(mine), evictions
+
+    def per_slot(ld: Load | None) -> int | None:
+        if ld is None or ld.ctx is None:
+            return None
+        return ld.ctx // ld.parallel if ld.parallel else ld.ctx
+
+    seen: set[str] = set()
+    for endpoint, residency in store.residency.items():
+        engine = store.engines[endpoint].engine if endpoint in store.engines else "ollama"
+        for m in residency.models:
+            last, n, ev = history(m.name)
+            expires = m.expires_at.timestamp() if m.expires_at is not None else None
+            rows.append(ResidentRow(engine, m.name, "api/ps", m.size, m.size_vram, m.context_length or per_slot(last),
+                                    ctx_claim, last.parallel if last else None,
+                                    last.t_end if last else None, expires, n, ev,
+                                    last.duration_s if last else None, last.ref if last else None))
+            seen.add(_short(m.name))
+    for model, since in store.loads.resident.items():
+        if _short(model) in seen:
+            continue
+        last, n, ev = history(model)
+        seen.add(_short(model))
+        rows.append(ResidentRow(last.engine if last else "ollama", model, "log", ctx=per_slot(last),
+                                ctx_configured=ctx_claim, parallel=last.parallel if last else None,
+                                loaded_since=since, loads=n, evictions=ev,
+                                last_load_s=last.duration_s if last else None, ref=last.ref if last else None))
+    for src, model, state in store.mlx_processes():
+        if _short(model) in seen or state == "dead":
+            continue
+        seen.add(_short(model))
+        name = model if model != "default" else f"default model ({_short(store.sources[src].path)})"
+        rows.append(ResidentRow("mlx", name, "process"))
+    for st in store.engines.values():
+        if st.engine == "vllm" and st.state == "up" and st.models:
+            for model in st.models:
+                if _short(model) not in seen:
+                    seen.add(_short(model))
+                    eff = store.settings.effective.get("max_model_len")
+                    rows.append(ResidentRow("vllm", model, "models", ctx=eff if isinstance(eff, int) else None,
+                                            loaded_since=st.since))
+    return tuple(rows)
+
+
+# -- latency -----------------------------------------------------------------------------------
+def nearest_rank(sorted_values: Sequence[float], q: float) -> float | None:
+    if not sorted_values:
+        return None
+    k = max(0, min(len(sorted_values) - 1, int(-(-q * len(sorted_values) // 1)) - 1))
+    return sorted_values[k]
+
+
+def _spark(points: Sequence[tuple[float, float]], start: float, window_s: float) -> tuple[float, ...]:
+    buckets: list[list[float]] = [[] for _ in range(SPARK_BUCKETS)]
+    width = window_s / SPARK_BUCKETS
+    for t, v in points:
+        i = min(SPARK_BUCKETS - 1, max(0, int((t - start) / width)))
+        buckets[i].append(v)
+    return tuple(sorted(b)[len(b) // 2] if b else 0.0 for b in buckets)
+
+
+def latency_rows(samples: Iterable[tuple[float, float | None, float | None, float | None]], store: Store,
+                 now: float, window_s: float) -> tuple[LatencyRow, ...]:
+    start = now - window_s
+    series: list[list[tuple[float, float]]] = [[], [], []]
+    for t, *values in samples:
+        if start <= t <= now:
+            for i, v in enumerate(values):
+                if v is not None:
+                    series[i].append((t, v))
+    rows: list[LatencyRow] = []
+    for name, points, attr in zip(("TTFT", "ITL", "E2E"), series, ("ttft", "itl", "e2e"), strict=True):
+        if points:
+            ordered = sorted(v for _t, v in points)
+            rows.append(LatencyRow(name, len(points), nearest_rank(ordered, 0.5), nearest_rank(ordered, 0.9),
+                                   nearest_rank(ordered, 0.99), _spark(points, start, window_s), "requests"))
+            continue
+        rows.append(_metrics_row(store, name, attr, now, window_s))
+    return tuple(rows)
+
+
+def _metrics_row(store: Store, name: str, attr: str, now: float, window_s: float) -> LatencyRow:
+    """vLLM's own histograms over the window, when no per-request figure is known."""
+    at = datetime.fromtimestamp(now, tz=timezone.utc)
+    for endpoint in store.metrics.endpoints():
+        window = store.metrics.window(endpoint, at, window_s)
+        stats = getattr(window.total.histograms, attr) if window is not None else None
+        if stats is not None and stats.count:
+            return LatencyRow(name, int(stats.count), stats.p50, stats.p90, stats.p99, (), "metrics")
+    return LatencyRow(name, 0, None, None, None, (), "none")

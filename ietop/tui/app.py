@@ -1,0 +1,280 @@
+"""IetopApp: the dashboard. Thin: it wires feeds, polls and hardware sampling to the store and redraws.
+
+Concurrency (ARCHITECTURE.md): the store is touched only here, on the main thread — feed workers post
+`EventsBatch` messages, the hardware worker posts `HardwareSampled`, and polls run as an async worker on
+the main loop. The screen redraws on a 0.5 s timer and only when the snapshot changed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from textual import events, on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.widgets import DataTable, Footer, Input
+
+from ietop.feeds import Batch, Evidence, ReplayClock
+from ietop.model.live import LiveView
+from ietop.model.records import Ref
+from ietop.model.snapshot import WINDOWS, Snapshot
+from ietop.model.store import Store
+from ietop.tui.screens.detail import DetailScreen, event_view, hint_view, request_view
+from ietop.tui.screens.help import HelpScreen
+from ietop.tui.screens.timeline import TimelineScreen
+from ietop.tui.widgets.engines import EnginesBar
+from ietop.tui.widgets.events import EventsTable
+from ietop.tui.widgets.hints import HintsTable
+from ietop.tui.widgets.latency import LatencyPanel
+from ietop.tui.widgets.memory import Hardware, MemoryPanel
+from ietop.tui.widgets.requests import COLUMNS, RequestsTable
+from ietop.tui.widgets.residency import ResidencyTable
+
+REFRESH_S = 0.5
+COMPACT_BELOW = 34
+"""Terminal rows under which the events panel gives its room to the requests."""
+
+
+class EventsBatch(Message):
+    def __init__(self, batch: Batch) -> None:
+        super().__init__()
+        self.batch = batch
+
+
+class HardwareSampled(Message):
+    def __init__(self, hardware: Hardware, processes: list[tuple[int, float, int | None, bool]]) -> None:
+        super().__init__()
+        self.hardware = hardware
+        self.processes = processes
+        """(source, t, rss, alive) samples of engine processes behind log sources."""
+
+
+@dataclass
+class Setup:
+    """What to watch; built by the CLI (ietop.tui.setup) and by tests."""
+
+    feeds: list[object] = field(default_factory=list)
+    """Objects with `run(post, stop)` (ietop.feeds)."""
+    endpoints: list[tuple[str, str]] = field(default_factory=list)
+    """(engine, base URL) to poll."""
+    discovered: set[str] = field(default_factory=set)
+    """Endpoints found by default rather than asked for: hidden until they answer."""
+    clock: ReplayClock | None = None
+    """Replay: the virtual clock (None live)."""
+    hardware: bool = True
+    title: str = "ietop"
+    poll_interval: float = 2.0
+
+
+class IetopApp(App[None]):
+    CSS_PATH = "ietop.tcss"
+    TITLE = "ietop"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark", "help", "help"),
+        Binding("slash", "filter", "filter"),
+        Binding("escape", "clear_filter", "clear filter", show=False),
+        Binding("p", "pause", "pause"),
+        Binding("n", "step", "step", show=False),
+        Binding("t", "timeline", "timeline"),
+        Binding("s", "sort", "sort", show=False),
+        Binding("1", "window(0)", "1m", show=False),
+        Binding("2", "window(1)", "5m", show=False),
+        Binding("3", "window(2)", "15m", show=False),
+        Binding("plus,equals_sign", "speed(2.0)", "faster", show=False),
+        Binding("minus", "speed(0.5)", "slower", show=False),
+    ]
+
+    def __init__(self, store: Store, view: LiveView, evidence: Evidence, setup: Setup) -> None:
+        super().__init__()
+        self.store, self.view, self.evidence, self.setup = store, view, evidence, setup
+        self.window_index = 1
+        self.paused = False
+        self.snap: Snapshot | None = None
+        self.hardware: Hardware | None = None
+        self.status = ""
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._replay_done = False
+
+    # -- layout --------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield EnginesBar(id="engines")
+        with Horizontal(id="top"):
+            yield ResidencyTable(id="residency")
+            yield MemoryPanel(id="memory")
+        with Horizontal(id="middle"):
+            yield LatencyPanel(id="latency")
+            yield HintsTable(id="hints")
+        yield RequestsTable(id="requests")
+        yield EventsTable(id="events")
+        yield Input(placeholder="filter requests: model, path, engine, client, status — enter to apply",
+                    id="filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = self.setup.title
+        self.query_one("#filter", Input).display = False
+        for feed in self.setup.feeds:
+            self._run_feed(feed)
+        if self.setup.endpoints:
+            self._poll()
+        if self.setup.hardware:
+            self._sample_hardware()
+        self.set_interval(REFRESH_S, self.refresh_view)
+        self.refresh_view()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.screen.set_class(event.size.height < COMPACT_BELOW, "-compact")
+
+    def on_unmount(self) -> None:
+        self._stop.set()
+
+    # -- workers -------------------------------------------------------------------------------
+    @work(thread=True, exit_on_error=False, description="feed")
+    def _run_feed(self, feed: object) -> None:
+        feed.run(self.post_message_batch, self._stop)  # type: ignore[attr-defined]
+
+    def post_message_batch(self, batch: Batch) -> None:
+        self.post_message(EventsBatch(batch))
+
+    @work(exclusive=True, group="poll", exit_on_error=False, description="poll engines")
+    async def _poll(self) -> None:
+        from ietop.tui.polling import poll_forever
+
+        await poll_forever(self, self.setup.endpoints, self.setup.poll_interval)
+
+    @work(thread=True, exit_on_error=False, description="sample host and GPU")
+    def _sample_hardware(self) -> None:
+        from ietop.tui.polling import sample_forever
+
+        sample_forever(self, self.setup.endpoints, self._stop)
+
+    # -- messages (main thread: the only writer of the store) -----------------------------------
+    def on_events_batch(self, message: EventsBatch) -> None:
+        batch = message.batch
+        apply = self.store.apply
+        for src, t, event in batch.items:
+            apply(src, t, event)
+        for src, n in batch.lines.items():
+            self.store.sources[src].lines = n
+        if batch.error:
+            self.errors.append(batch.error)
+            self.notify(batch.error, severity="error", timeout=10)
+        if batch.done and self.setup.clock is not None:
+            self._replay_done = True
+
+    def on_hardware_sampled(self, message: HardwareSampled) -> None:
+        self.hardware = message.hardware
+        for src, t, rss, alive in message.processes:
+            self.store.process_sample(src, t, rss, alive)
+
+    # -- drawing -------------------------------------------------------------------------------
+    def now(self) -> float:
+        clock = self.setup.clock
+        if clock is None:
+            return time.time()
+        virtual = clock.now()
+        return max(virtual, self.store.now) if virtual is not None else self.store.now
+
+    def refresh_view(self) -> None:
+        if self.paused and self.setup.clock is None and self.snap is not None:
+            return
+        snap = self.view.snapshot(self.now(), WINDOWS[self.window_index])
+        if snap is self.snap and self.hardware is None:
+            return
+        self.snap = snap
+        self.query_one(EnginesBar).show(snap, self._status_text(), self.setup.discovered)
+        self.query_one(ResidencyTable).show(snap)
+        self.query_one(MemoryPanel).show(snap, self.hardware)
+        self.query_one(LatencyPanel).show(snap)
+        self.query_one(HintsTable).show(snap)
+        self.query_one(RequestsTable).show(snap)
+        self.query_one(EventsTable).show(snap)
+
+    def _status_text(self) -> str:
+        clock = self.setup.clock
+        if clock is None:
+            return "PAUSED" if self.paused else ""
+        state = "replay finished" if self._replay_done else "PAUSED (n: step)" if clock.paused else "replay"
+        speed = "max" if clock.speed <= 0 else f"{clock.speed:g}x"
+        return f"{state} · {speed}"
+
+    def lookup(self, ref: Ref) -> tuple[str, str | None]:
+        path = self.store.sources[ref.src].path if ref.src < len(self.store.sources) else "?"
+        return path.replace("\\", "/").rsplit("/", 1)[-1], self.evidence.lookup(ref.src, ref.line)
+
+    # -- actions -------------------------------------------------------------------------------
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_timeline(self) -> None:
+        if self.snap is not None:
+            self.push_screen(TimelineScreen(self.snap))
+
+    def action_window(self, index: int) -> None:
+        self.window_index = index
+        self.notify(f"window: last {WINDOWS[index] / 60:.0f} minutes", timeout=2)
+        self.refresh_view()
+
+    def action_pause(self) -> None:
+        if self.setup.clock is not None:
+            self.setup.clock.toggle_pause()
+        else:
+            self.paused = not self.paused
+        self.refresh_view()
+
+    def action_step(self) -> None:
+        if self.setup.clock is not None and self.setup.clock.paused:
+            self.setup.clock.step()
+
+    def action_speed(self, factor: float) -> None:
+        clock = self.setup.clock
+        if clock is not None and clock.speed > 0:
+            clock.set_speed(min(10_000.0, max(0.125, clock.speed * factor)))
+            self.refresh_view()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        table = self.query_one(RequestsTable)
+        box.value, box.display, table.filter_text = "", False, ""
+        if self.snap is not None:
+            table.show(self.snap, force=True)
+        table.focus()
+
+    def action_sort(self) -> None:
+        table = self.query_one(RequestsTable)
+        table.sort_by(COLUMNS[(COLUMNS.index(table.sort_column) + 1) % len(COLUMNS)])
+        if self.snap is not None:
+            table.show(self.snap, force=True)
+        self.notify(f"requests sorted by {table.sort_column}", timeout=2)
+
+    @on(Input.Submitted, "#filter")
+    def _apply_filter(self, event: Input.Submitted) -> None:
+        table = self.query_one(RequestsTable)
+        table.filter_text = event.value.strip()
+        event.input.display = False
+        if self.snap is not None:
+            table.show(self.snap, force=True)
+        table.focus()
+
+    @on(DataTable.RowSelected)
+    def _open_detail(self, event: DataTable.RowSelected) -> None:
+        table = event.data_table
+        if isinstance(table, RequestsTable) and (req := table.selected()) is not None:
+            self.push_screen(DetailScreen("Request", request_view(req, self.lookup)))
+        elif isinstance(table, HintsTable) and (hint := table.selected()) is not None:
+            self.push_screen(DetailScreen("Hint", hint_view(hint, self.lookup)))
+        elif isinstance(table, EventsTable) and (row := table.selected()) is not None:
+            self.push_screen(DetailScreen("Event", event_view(row, self.lookup)))
+

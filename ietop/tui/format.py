@@ -1,0 +1,93 @@
+"""Formatting shared by the widgets: untrusted text made inert, sizes, durations, sparklines, bars.
+
+Log text is untrusted: it must never reach Rich's markup parser (a `[bold]` or `[link=…]` in a prompt
+would be interpreted) nor the terminal as escape sequences. Every cell goes through `safe`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+from rich.text import Text
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return "␛" if code == 0x1B else f"\\x{code:02x}"
+
+
+def clean(value: object) -> str:
+    """The text with control characters (ESC, CSI, BEL…) replaced by visible stand-ins."""
+    return _CONTROL.sub(_visible, str(value))
+
+
+def safe(value: object, style: str = "") -> Text:
+    """A literal Text: never parsed as markup, control characters shown, not sent."""
+    return Text(clean(value) if value is not None else "—", style=style)
+
+
+def size(n: int | float | None) -> str:
+    if n is None:
+        return "—"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
+
+
+def secs(value: float | None) -> str:
+    """Latencies: ms below a second, s below a minute, then m+s."""
+    if value is None:
+        return "—"
+    if value < 1:
+        return f"{value * 1000:.0f}ms"
+    if value < 60:
+        return f"{value:.1f}s"
+    minutes, rest = divmod(value, 60)
+    return f"{minutes:.0f}m{rest:02.0f}s"
+
+
+def ago(t: float | None, now: float) -> str:
+    return "—" if t is None else secs(max(0.0, now - t))
+
+
+def countdown(expires: float | None, now: float) -> str:
+    if expires is None:
+        return "—"
+    left = expires - now
+    if left > 100 * 365 * 86400:
+        return "forever"
+    return "expired" if left <= 0 else secs(left)
+
+
+def clock(ts: datetime | None, t: float | None = None) -> str:
+    """Wall-clock time of a record as the log wrote it (its own zone), else from `t`."""
+    if ts is not None:
+        return ts.strftime("%H:%M:%S")
+    if t is None or t <= 0:
+        return "—"
+    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%H:%M:%SZ")
+
+
+def sparkline(values: Sequence[float]) -> str:
+    top = max(values, default=0.0)
+    if top <= 0:
+        return " " * len(values)
+    return "".join(" " if v <= 0 else SPARK[min(len(SPARK) - 1, int(v / top * (len(SPARK) - 1)))] for v in values)
+
+
+def bar(used: float | None, total: float | None, width: int = 20) -> Text:
+    """A filled bar; red past 90 %, yellow past 75 %."""
+    if used is None or not total:
+        return Text("·" * width, style="dim")
+    frac = max(0.0, min(1.0, used / total))
+    filled = round(frac * width)
+    style = "red" if frac > 0.9 else "yellow" if frac > 0.75 else "green"
+    return Text("█" * filled, style=style) + Text("░" * (width - filled), style="dim")

@@ -1,0 +1,51 @@
+"""The `?` screen: every key, and where each number comes from."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Static
+
+KEYS = (
+    ("?", "this help"), ("q", "quit"), ("tab / shift+tab", "next / previous panel"),
+    ("enter", "open the selected request, hint or event with its evidence lines"),
+    ("/", "filter requests (model, path, engine, client, status)"), ("escape", "clear the filter / close"),
+    ("s", "sort requests by the next column (click a header to sort by it; again to reverse)"),
+    ("1 / 2 / 3", "latency and hint window: 1, 5 or 15 minutes"), ("t", "residency timeline"),
+    ("p", "pause (replay: stops the clock; live: freezes the screen)"), ("n", "replay: step one event while paused"),
+    ("+ / -", "replay: faster / slower"), ("ctrl+p", "command palette (themes, screenshots…)"),
+)
+NOTES = (
+    "A configured value is a claim; the log line is the evidence. Effective/configured context in yellow: "
+    "the setting did not take effect.",
+    "TTFT and ITL come from per-request log timings (Ollama v0.30+, MLX DEBUG), vLLM /metrics histograms, or "
+    "`ietop proxy`; where none is available the panel says so.",
+)
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "close")]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 80%; height: 80%; border: thick $accent; background: $surface; }
+    """
+
+    def compose(self) -> ComposeResult:
+        table = Table(box=None, padding=(0, 2))
+        table.add_column("key", style="bold cyan", no_wrap=True)
+        table.add_column("does")
+        for key, what in KEYS:
+            table.add_row(key, what)
+        scroll = VerticalScroll(Static(table), *(Static(Text(n, style="dim")) for n in NOTES))
+        scroll.border_title = "ietop — keys"
+        yield scroll
+        yield Footer()
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(result)

@@ -1,0 +1,64 @@
+"""The header line: each engine, up or down, its version and uptime; replay state when replaying."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from ietop.model.snapshot import EngineRow, Snapshot
+from ietop.tui.format import ago, clean
+
+_STATE_STYLE = {"up": "bold green", "down": "bold red", "dead": "bold red", "log": "cyan", "unknown": "yellow"}
+
+
+class EnginesBar(Static):
+    """One segment per engine endpoint (or per log when nothing is polled)."""
+
+    DEFAULT_CSS = "EnginesBar { height: auto; max-height: 3; padding: 0 1; }"
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        self.status = ""
+
+    def show(self, snap: Snapshot, status: str, discovered: set[str] | frozenset[str] = frozenset()) -> None:
+        """`discovered`: endpoints ietop guessed (default ports); shown only once they answer."""
+        self.status = status
+        text = Text()
+        engines = [e for e in snap.engines if e.endpoint not in discovered or e.state in ("up", "dead")]
+        engines = _fold_logs(engines)
+        if not engines:
+            text.append("no engine found", style="bold yellow")
+            if discovered:
+                tried = ", ".join(sorted(discovered))
+                text.append(f" (nothing answers at {clean(tried)})", style="yellow")
+            text.append(" — pass --ollama URL, --vllm URL, --mlx URL or --log [ENGINE:]PATH", style="dim")
+        for i, e in enumerate(engines):
+            if i:
+                text.append("  │  ", style="dim")
+            text.append(f"{e.engine} ", style="bold")
+            text.append(e.state, style=_STATE_STYLE.get(e.state, ""))
+            if e.version:
+                text.append(f" v{clean(e.version)}")
+            if e.state == "up" and e.up_since is not None:
+                text.append(f" up {ago(e.up_since, snap.now)}", style="dim")
+            text.append(f" {clean(e.endpoint)}", style="dim")
+            if e.state in ("down", "dead", "unknown") and e.detail:
+                text.append(f" ({clean(e.detail)})", style="red")
+        if status:
+            text.append("   ")
+            text.append(status, style="reverse")
+        self.update(text)
+
+
+def _fold_logs(rows: list[EngineRow]) -> list[EngineRow]:
+    """Engines known only from logs: one segment per engine, not per file."""
+    out = [r for r in rows if r.state != "log"]
+    logs: dict[str, list[EngineRow]] = {}
+    for r in rows:
+        if r.state == "log":
+            logs.setdefault(r.engine, []).append(r)
+    for engine, group in logs.items():
+        where = group[0].endpoint if len(group) == 1 else f"{len(group)} log files"
+        version = next((r.version for r in group if r.version), None)
+        out.append(EngineRow(engine, where, "log", "", version, None))
+    return out

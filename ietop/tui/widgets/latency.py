@@ -1,0 +1,43 @@
+"""Latency: TTFT / ITL / end-to-end percentiles over the chosen window, with a sparkline of medians."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+from ietop.model.snapshot import Snapshot
+from ietop.tui.format import secs, sparkline
+
+_SOURCE_NOTE = {
+    "requests": "",
+    "metrics": "from vLLM /metrics histograms",
+    "none": "no timings in these sources: see ? help",
+}
+
+
+class LatencyPanel(Static):
+    BORDER_TITLE = "Latency"
+
+    def show(self, snap: Snapshot) -> None:
+        self.border_title = f"Latency · last {snap.window_s / 60:.0f}m"
+        table = Table(box=None, padding=(0, 1), show_edge=False)
+        table.add_column("", no_wrap=True, min_width=4)
+        for name in ("n", "p50", "p90", "p99"):
+            table.add_column(name, justify="right", no_wrap=True, min_width=6)
+        table.add_column("trend", no_wrap=True)
+        notes: set[str] = set()
+        for row in snap.latency:
+            if row.count == 0:
+                table.add_row(Text(row.metric, style="bold"), "0", "—", "—", "—", "")
+                notes.add(_SOURCE_NOTE.get(row.source, ""))
+                continue
+            p99_style = "bold red" if row.p99 is not None and row.p50 and row.p99 > 10 * row.p50 else ""
+            trend = Text(sparkline(row.spark), style="cyan") if row.spark else Text("")
+            if row.source == "metrics":
+                notes.add(_SOURCE_NOTE["metrics"])
+            table.add_row(Text(row.metric, style="bold"), str(row.count), secs(row.p50), secs(row.p90),
+                          Text(secs(row.p99), style=p99_style), trend)
+        lines = [Text(n, style="dim") for n in sorted(notes) if n]
+        self.update(Group(table, *lines))

@@ -1,0 +1,86 @@
+"""Memory: each GPU (NVML) or the host's unified memory, the per-model breakdown and the budget line.
+
+The budget line answers the eviction question directly: do the resident models, plus the next one,
+fit in what this device has?"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.console import Group
+from rich.text import Text
+from textual.widgets import Static
+
+from ietop.model.snapshot import Snapshot
+from ietop.sources.gpu import GpuSample
+from ietop.sources.host import HostMemory
+from ietop.tui.format import bar, clean, size
+
+
+@dataclass(frozen=True, slots=True)
+class Hardware:
+    """What the sampling worker last saw (posted to the app, shown here)."""
+
+    host: HostMemory | None
+    gpus: tuple[GpuSample, ...]
+    gpu_note: str | None
+    """Why there is no GPU data ("no NVIDIA GPU: …"), or None."""
+    engine_pids: dict[int, str]
+    """pid → engine, for naming GPU processes."""
+    wired_limit: int | None = None
+
+
+def _na(value: object, unit: str) -> str:
+    return "N/A" if value is None else f"{value}{unit}"
+
+
+class MemoryPanel(Static):
+    BORDER_TITLE = "Memory"
+
+    def show(self, snap: Snapshot, hw: Hardware | None) -> None:
+        parts: list[Text] = []
+        if hw is None:
+            hw = Hardware(None, (), "replay: this host's GPU and memory are not shown", {})
+        for g in hw.gpus:
+            line = Text(f"GPU{g.index} ", style="bold") + Text(clean(g.name)[:24] + " ")
+            line += bar(g.memory_used, g.memory_total, 16)
+            line += Text(f" {size(g.memory_used)} / {size(g.memory_total)}")
+            parts.append(line)
+            parts.append(Text(f"  util {_na(g.util_percent, '%')}  power {_na(g.power_w and round(g.power_w), 'W')}"
+                              f"  temp {_na(g.temperature_c, '°C')}", style="dim"))
+            for p in g.processes:
+                who = hw.engine_pids.get(p.pid, "other")
+                parts.append(Text(f"  pid {p.pid} ({who}) {size(p.used_bytes)}", style="dim"))
+        if not hw.gpus and hw.gpu_note:
+            parts.append(Text(clean(hw.gpu_note), style="dim"))
+        if hw.host is not None:
+            h = hw.host
+            line = Text("RAM  ", style="bold") + bar(h.used, h.total, 16) + Text(f" {size(h.used)} / {size(h.total)}")
+            parts.append(line)
+            swap = f"  swap {size(h.swap_used)} / {size(h.swap_total)}"
+            wired = getattr(h, "wired", None)
+            if wired:
+                swap += f"  wired {size(wired)}"
+            if hw.wired_limit:
+                swap += f"  GPU wired limit {size(hw.wired_limit)}"
+            parts.append(Text(swap, style="bold red" if h.swap_used > (h.swap_total or 1) * 0.5 else "dim"))
+        parts.extend(_breakdown(snap, hw))
+        self.update(Group(*parts))
+
+
+def _breakdown(snap: Snapshot, hw: Hardware) -> Sequence[Text]:
+    sized = [r for r in snap.resident if r.size_bytes]
+    if not sized:
+        return [Text("per-model sizes: unknown (Ollama /api/ps not polled)", style="dim")] if snap.resident else []
+    out = [Text("resident models:", style="bold")]
+    for r in sized:
+        out.append(Text(f"  {clean(r.model)[:28]:<28} {size(r.size_bytes):>10}  vram {size(r.vram_bytes)}"))
+    total = sum(r.size_bytes or 0 for r in sized)
+    budget = sum(g.memory_total or 0 for g in hw.gpus) or (hw.host.total if hw.host else 0)
+    if budget:
+        frac = total / budget
+        style = "bold red" if frac > 0.9 else "yellow" if frac > 0.75 else "green"
+        where = "VRAM" if hw.gpus else "RAM"
+        out.append(Text(f"budget: models {size(total)} of {size(budget)} {where} ({frac:.0%})", style=style))
+    return out

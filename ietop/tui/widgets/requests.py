@@ -1,0 +1,98 @@
+"""Requests: the newest inference requests with the facts ietop derived for each; sortable, filterable.
+
+Enter opens the request with its evidence lines (the app handles RowSelected)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from ietop.model.records import Request
+from ietop.model.snapshot import Snapshot
+from ietop.tui.format import clock, safe, secs
+
+SHOWN = 500
+COLUMNS = ("time", "engine", "model", "status", "prompt", "trunc", "output", "load wait", "TTFT", "ITL", "total")
+_SORT_KEYS: dict[str, Callable[[Request], Any]] = {
+    "time": lambda r: r.t_end,
+    "engine": lambda r: r.engine,
+    "model": lambda r: r.model or "",
+    "status": lambda r: r.status,
+    "prompt": lambda r: r.prompt_tokens or -1,
+    "trunc": lambda r: r.truncated,
+    "output": lambda r: r.output_tokens or -1,
+    "load wait": lambda r: r.load_s or -1.0,
+    "TTFT": lambda r: r.ttft_s or -1.0,
+    "ITL": lambda r: r.itl_s or -1.0,
+    "total": lambda r: r.latency_s or -1.0,
+}
+
+
+def matches(req: Request, needle: str) -> bool:
+    """`/` filter: a case-insensitive substring of model, path, engine, client or status."""
+    hay = f"{req.model or ''} {req.path} {req.engine} {req.client or ''} {req.status}".lower()
+    return needle.lower() in hay
+
+
+class RequestsTable(DataTable[object]):
+    BORDER_TITLE = "Requests"
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.records: list[Request] = []
+        self.filter_text = ""
+        self.sort_column = "time"
+        self.sort_reverse = True
+        self._shown: tuple[int, ...] = ()
+
+    def on_mount(self) -> None:
+        self.cursor_type = "row"
+        for name in COLUMNS:
+            self.add_column(name, key=name)
+
+    def show(self, snap: Snapshot, force: bool = False) -> None:
+        rows = [r for r in snap.requests if not self.filter_text or matches(r, self.filter_text)]
+        rows.sort(key=_SORT_KEYS[self.sort_column], reverse=self.sort_reverse)
+        rows = rows[:SHOWN]
+        ident = tuple(id(r) for r in rows)
+        if ident == self._shown and not force:
+            return
+        self._shown, self.records = ident, rows
+        title = f"Requests · {len(snap.requests)} recent"
+        if self.filter_text:
+            title += f" · filter “{self.filter_text}” → {len(rows)}"
+        self.border_title = Text(title).plain
+        row_before = self.cursor_row
+        self.clear()
+        for r in rows:
+            bad = r.status >= 400
+            self.add_row(
+                Text(clock(r.time, r.t_end)), safe(r.engine), safe(r.model or "?"),
+                Text(str(r.status), style="bold red" if bad else "green"),
+                Text("—" if r.prompt_tokens is None else str(r.prompt_tokens)),
+                Text("yes", style="bold yellow") if r.truncated else Text(""),
+                Text("—" if r.output_tokens is None else str(r.output_tokens)),
+                Text(secs(r.load_s) if r.cold_load else "", style="bold magenta"),
+                Text(secs(r.ttft_s)), Text(secs(r.itl_s)),
+                Text(secs(r.latency_s), style="bold red" if (r.latency_s or 0) > 30 else ""),
+            )
+        if rows:
+            self.move_cursor(row=min(row_before, len(rows) - 1))
+
+    def sort_by(self, column: str) -> None:
+        if column == self.sort_column:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_column, self.sort_reverse = column, True
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        self.sort_by(str(event.column_key.value))
+        self._shown = ()
+
+    def selected(self) -> Request | None:
+        if not self.records or self.cursor_row >= len(self.records):
+            return None
+        return self.records[self.cursor_row]

@@ -1,0 +1,107 @@
+"""Feeds: replay, tail and command sources deliver every event of the log, in order, to the receiver."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+from ietop.feeds import Batch, CommandFeed, Evidence, ReplayClock, ReplayFeed, TailFeed
+from ietop.model.store import ListSink, Store
+from ietop.pipeline import run_files
+from ietop.sources.procs import CommandLines
+
+ROOT = Path(__file__).resolve().parents[2]
+LOGS = [ROOT / "fixtures" / "ollama" / name for name in (
+    "012-v032-vulkan-evict-idle-runner-debug.log", "049-v04-journald-debug-load-done-request-idle-timer.log")]
+
+
+def _drain(feed: object, stop: threading.Event | None = None) -> list[Batch]:
+    batches: list[Batch] = []
+    feed.run(batches.append, stop or threading.Event())  # type: ignore[attr-defined]
+    return batches
+
+
+def test_replay_at_max_speed_equals_analyze() -> None:
+    sink = ListSink()
+    store = Store(sink)
+    evidence = Evidence()
+    batches = _drain(ReplayFeed(store, [str(p) for p in LOGS], ReplayClock(0), evidence))
+    assert batches[-1].done and batches[-1].error is None
+    for b in batches:
+        for src, t, event in b.items:
+            store.apply(src, t, event)
+    store.flush()
+    expected_sink = ListSink()
+    run_files(Store(expected_sink), [str(p) for p in LOGS])
+    for kind in ("request", "load", "unload"):
+        got = [r.as_dict(["a", "b"]) for r in sink.records.get(kind, [])]
+        want = [r.as_dict(["a", "b"]) for r in expected_sink.records.get(kind, [])]
+        assert got == want, kind
+    # Evidence: every line that produced an event is kept verbatim.
+    first = next(item for b in batches for item in b.items)
+    src, _t, event = first
+    assert evidence.lookup(src, event.line) == LOGS[src].read_text().splitlines()[event.line - 1]
+
+
+def test_replay_clock_paces_pauses_and_steps() -> None:
+    stop = threading.Event()
+    clock = ReplayClock(speed=100.0, max_gap_s=3.0)
+    assert clock.wait_until(1000.0, stop, 0.1)  # the first event sets the clock
+    started = time.monotonic()
+    assert clock.wait_until(1010.0, stop, 2.0)  # 10 s of log at 100x: about 0.1 s
+    assert 0.05 <= time.monotonic() - started < 1.0
+    started = time.monotonic()
+    assert clock.wait_until(1010.0 + 86400, stop, 5.0)  # a day of silence is skipped, not waited
+    assert time.monotonic() - started < 1.0
+    clock.toggle_pause()
+    assert not clock.wait_until(1010.0 + 86401, stop, 0.2)  # paused: nothing is released
+    clock.step()
+    assert clock.wait_until(1010.0 + 86401, stop, 0.2)  # one step releases one event
+    assert not clock.wait_until(1010.0 + 86402, stop, 0.2)
+    stop.set()
+    assert not clock.wait_until(1010.0 + 86403, stop, 5.0)
+
+
+def test_tail_feed_follows_appends(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("")
+    store = Store(ListSink())
+    feed = TailFeed(store, str(log), "ollama", Evidence(), from_start=True)
+    got: list[Batch] = []
+    stop = threading.Event()
+    worker = threading.Thread(target=feed.run, args=(got.append, stop))
+    worker.start()
+    lines = LOGS[0].read_text().splitlines()
+    try:
+        with log.open("a") as f:
+            for line in lines:
+                f.write(line + "\n")
+                f.flush()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and feed.tail.n < len(lines):
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        worker.join(5)
+    assert feed.tail.n == len(lines)
+    replayed = _drain(ReplayFeed(Store(ListSink()), [str(LOGS[0])], ReplayClock(0), Evidence()))
+    assert [e for b in got for _s, _t, e in b.items] == [e for b in replayed for _s, _t, e in b.items]
+
+
+def test_command_feed_reads_a_real_process() -> None:
+    text = LOGS[0].read_text()
+    argv = [sys.executable, "-c", f"import sys; sys.stdout.write({text!r})"]
+    store = Store(ListSink())
+    feed = CommandFeed(store, "cmd", "ollama", Evidence(), CommandLines(argv))
+    batches = _drain(feed)
+    assert batches[-1].error is not None and "exit 0" in batches[-1].error
+    assert feed.tail.n == len(text.splitlines())
+    assert sum(len(b.items) for b in batches) > 0
+
+
+def test_command_feed_missing_command_is_one_line() -> None:
+    feed = CommandFeed(Store(ListSink()), "x", "ollama", Evidence(), CommandLines(["no-such-command-ietop"]))
+    batches = _drain(feed)
+    assert len(batches) == 1 and batches[0].error and "\n" not in batches[0].error

@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="N times real time (default 1; 0 = as fast as possible); silences over 3 s are skipped")
     rp.add_argument("--engine", choices=["ollama", "vllm", "mlx", "proxy"], help="skip detection")
     rp.add_argument("--paused", action="store_true", help="start paused (step with n)")
+    rp.add_argument("--until", metavar="TIME", help="replay up to TIME (ISO-8601) and pause there (p plays on)")
 
     dm = sub.add_parser("demo", help="the dashboard replaying a bundled incident (no engine needed)",
                         description="Replay the bundled incident (built from real Ollama log lines) in the "
@@ -110,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             return _report(demo_paths()) if args.report else _replay(demo_paths(), args.speed, None, "ietop demo")
         if args.command == "replay":
-            return _replay(args.paths, args.speed, args.engine, "ietop replay", args.paused)
+            return _replay(args.paths, args.speed, args.engine, "ietop replay", args.paused, args.until)
         if args.command == "proxy":
             return _proxy(args)
         return _live(args)
@@ -218,9 +219,15 @@ def demo_paths() -> list[str]:
     return sorted(str(p) for p in root.iterdir() if p.name.endswith(".log"))
 
 
-def _replay(paths: Sequence[str], speed: float, engine: str | None, title: str, paused: bool = False) -> int:
-    from ietop.pipeline import FormatError, SourceError
+def _replay(paths: Sequence[str], speed: float, engine: str | None, title: str, paused: bool = False,
+            until_text: str | None = None) -> int:
+    from ietop.pipeline import FormatError, SourceError, parse_time_arg
 
+    try:
+        until = parse_time_arg(until_text) if until_text else None
+    except ValueError as exc:
+        print(f"ietop: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     for path in paths:
         if not Path(path).is_file():
             print(f"ietop: error: {path}: no such file", file=sys.stderr)
@@ -228,7 +235,7 @@ def _replay(paths: Sequence[str], speed: float, engine: str | None, title: str, 
     from ietop.tui.run import replay_app
 
     try:
-        app = replay_app(paths, speed, engine, title=title, paused=paused)
+        app = replay_app(paths, speed, engine, title=title, paused=paused, until=until)
     except (SourceError, FormatError) as exc:
         print(f"ietop: error: {exc}", file=sys.stderr)
         return EXIT_RUNTIME

@@ -35,6 +35,8 @@ class Batch:
     clock: float | None = None
     """Replay: the virtual time the batch brings the dashboard to (None live: the wall clock is now)."""
     done: bool = False
+    held: bool = False
+    """Replay: the clock was paused at `--until` (the screen shows that moment)."""
     error: str | None = None
     lines: dict[int, int] = field(default_factory=dict)
     """Lines read so far, per source."""
@@ -102,6 +104,16 @@ class ReplayClock:
             self._cond.notify_all()
             return self.paused
 
+    def pause(self, at: float | None = None) -> None:
+        """Stop the clock (at virtual time `at`, when given: `--until`)."""
+        with self._cond:
+            if not self.paused:
+                now = self._now_locked()
+                self.paused = True
+                if at is not None or now is not None:
+                    self._rebase(at if at is not None else now)  # type: ignore[arg-type]
+            self._cond.notify_all()
+
     def step(self) -> None:
         """While paused: release the next event."""
         with self._cond:
@@ -148,8 +160,10 @@ class ReplayFeed:
     """Saved logs replayed through the live pipeline, paced by a ReplayClock."""
 
     def __init__(self, store: Store, paths: Iterable[str], clock: ReplayClock, evidence: Evidence,
-                 engine: str | None = None) -> None:
+                 engine: str | None = None, until: float | None = None) -> None:
         self.clock = clock
+        self.until = until
+        """Pause the replay at this time (`--until`): the screen then shows that moment."""
         self.evidence = evidence
         self.inputs: list[FileInput] = []
         for path in paths:  # sniff now, on the caller's thread: a bad file is a one-line error at start
@@ -170,6 +184,11 @@ class ReplayFeed:
         try:
             for t, src, _seq, event in self._merged():
                 t = t if t != float("-inf") else 0.0
+                if self.until is not None and t > self.until:
+                    self.clock.pause(at=self.until)
+                    self.until = None
+                    post(Batch(items, self.clock.now(), held=True))
+                    items, last_post = [], time.monotonic()
                 while not self.clock.wait_until(t, stop, 0.2):
                     if stop.is_set():
                         return

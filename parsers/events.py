@@ -168,6 +168,11 @@ class IdleTimer(Event):
     duration_s: float | None
     model: str | None = None
     num_ctx: int | None = None
+    blob: str | None = None
+    """The runner's model file (DEBUG `runner.model`), when the line names both: the blob's name."""
+    size_bytes: int | None = None
+    """DEBUG `runner.size` / `runner.vram`: what the scheduler counts the runner as taking."""
+    vram_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

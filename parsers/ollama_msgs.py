@@ -134,7 +134,24 @@ def _idle(msg: str, attrs: str, level: str, line: int, ts: datetime | None) -> l
             IdleTimer(line, ts, "0s", 0.0, _model(a), _int(a.get("runner.num_ctx"))),
             UnloadStep(line, ts, "expire", _model(a)),
         ]
-    return [IdleTimer(line, ts, dur, parse_go_duration(dur) if dur else None, _model(a), _int(a.get("runner.num_ctx")))]
+    blob = a.get("runner.model") if a.get("runner.name") else None
+    return [IdleTimer(line, ts, dur, parse_go_duration(dur) if dur else None, _model(a), _int(a.get("runner.num_ctx")),
+                      blob, human_bytes(a.get("runner.size")), human_bytes(a.get("runner.vram")))]
+
+
+_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+          "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+
+
+def human_bytes(text: str | None) -> int | None:
+    """Go's `format.HumanBytes2` output (`6.6 GiB`, `512 MiB`) → bytes; None when absent or unreadable."""
+    if not text:
+        return None
+    number, _, unit = text.strip().partition(" ")
+    try:
+        return int(float(number) * _UNITS[unit.strip()])
+    except (ValueError, KeyError):
+        return None
 
 
 def _start(msg: str, attrs: str, level: str, line: int, ts: datetime | None) -> list[Event]:

@@ -20,18 +20,18 @@ sys.path.insert(0, str(ROOT))
 from ietop.tui.run import replay_app  # noqa: E402
 from ietop.tui.widgets.hints import HintsTable  # noqa: E402
 from ietop.tui.widgets.requests import RequestsTable  # noqa: E402
-from tests.tui.support import INCIDENT, replay_to_end  # noqa: E402
+from tests.tui.support import INCIDENT, moment, replay_settled  # noqa: E402
 
 SIZE = (140, 44)
 Step = Callable[[Pilot[None]], Awaitable[None]]
 
 
 async def _main_screen(pilot: Pilot[None]) -> None:
-    await replay_to_end(pilot)
+    await replay_settled(pilot)
 
 
 async def _request(pilot: Pilot[None]) -> None:
-    await replay_to_end(pilot)
+    await replay_settled(pilot)
     table = pilot.app.query_one(RequestsTable)
     table.sort_by("total")
     table.show(pilot.app.snap, force=True)  # type: ignore[attr-defined]
@@ -41,14 +41,14 @@ async def _request(pilot: Pilot[None]) -> None:
 
 
 async def _hint(pilot: Pilot[None]) -> None:
-    await replay_to_end(pilot)
+    await replay_settled(pilot)
     pilot.app.query_one(HintsTable).focus()
     await pilot.press("enter")
     await pilot.pause()
 
 
 async def _timeline(pilot: Pilot[None]) -> None:
-    await replay_to_end(pilot)
+    await replay_settled(pilot)
     await pilot.press("t")
     await pilot.pause()
 
@@ -58,7 +58,7 @@ SHOTS: dict[str, Step] = {"dashboard": _main_screen, "request-detail": _request,
 
 
 async def shoot(name: str, step: Step, out: Path) -> Path:
-    app = replay_app([str(INCIDENT)], 0)
+    app = replay_app([str(INCIDENT)], 0, until=moment())
     async with app.run_test(size=SIZE) as pilot:
         await step(pilot)
         path = out / f"{name}.svg"

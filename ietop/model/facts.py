@@ -48,6 +48,10 @@ class RequestFacts:
         self.settings = settings
         self._facts: dict[int, deque[_Fact]] = {}
         self._tasks: dict[int, dict[int | None, _Task]] = {}
+        self._arrivals: dict[int, deque[tuple[float, str]]] = {}
+        """DEBUG `evaluating already loaded model=…` lines: which model each request went to, in order."""
+        self._done: dict[int, dict[int | None, dict[str, Any]]] = {}
+        """Facts of tasks already finished by their `total` line, for the `release` line that follows."""
 
     def enrich(self, src: int, req: Request, bounded: bool = True) -> None:
         """Give a finished request the oldest per-request facts logged inside its lifetime (FIFO).
@@ -64,6 +68,27 @@ class RequestFacts:
             for key, value in fact.data.items():
                 setattr(req, key, value)
             return
+
+    def arrival(self, src: int, t: float, model: str) -> None:
+        arrivals = self._arrivals.setdefault(src, deque())
+        arrivals.append((t, model))
+        if len(arrivals) > MAX_PENDING_FACTS:
+            arrivals.popleft()
+
+    def model_for(self, src: int, req: Request) -> str | None:
+        """The model the oldest arrival inside the request's lifetime named (requests finish out of
+        order under parallelism, so this is exact only for one request at a time per source)."""
+        arrivals = self._arrivals.get(src)
+        while arrivals:
+            t, model = arrivals[0]
+            if t < req.t_start - TOL_S:
+                arrivals.popleft()  # its request's access line never came (or came unbounded)
+                continue
+            if t > req.t_end + TOL_S:
+                return None
+            arrivals.popleft()
+            return model
+        return None
 
     def push(self, src: int, t: float, data: dict[str, Any], merge_with_truncation: bool) -> None:
         facts = self._facts.setdefault(src, deque())
@@ -116,6 +141,14 @@ class RequestFacts:
             self.settings.observe("ctx_per_slot", event.n_ctx_slot, ref)
             return
         task = tasks.get(key)
+        done = self._done.get(src, {})
+        if task is None and isinstance(event, ev.SlotRelease) and key in done:
+            # llama-server logs `release` after `total time`: it belongs to the finished task. Opening a
+            # new one here would queue an empty fact that the next concurrent request would take.
+            fact = done.pop(key)
+            if event.truncated:
+                fact["truncated"] = True
+            return
         if task is None:
             task = tasks[key] = _Task(ref, t, {"time": _iso(event.ts), "task": key})
         d = task.data
@@ -155,8 +188,14 @@ class RequestFacts:
             fact["itl_s"] = round(d["eval_ms"] / d["eval_tokens"] / 1000.0, 6)
         if d.get("truncated"):
             fact["truncated"] = True
-        self.push(src, task.t, fact, merge_with_truncation=True)
         self.sink("task", Simple("task", d, task.ref))
+        if not fact:
+            return  # nothing learned (a lone release or slot line): no fact to hand to a request
+        self.push(src, task.t, fact, merge_with_truncation=True)
+        done = self._done.setdefault(src, {})
+        done[key] = fact
+        while len(done) > 64:
+            del done[next(iter(done))]
 
     def flush(self) -> None:
         for src, tasks in self._tasks.items():

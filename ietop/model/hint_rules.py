@@ -39,7 +39,7 @@ def cold_load_latency(s: _Seen, ctx: HintContext) -> Hint | None:
     waited = [r for r in slow if r.cold_load and r.load_s and r.load_s >= COLD_SHARE * (r.latency_s or 0)]
     if not waited:
         return None
-    models = sorted({r.model for r in waited if r.model})
+    models = sorted({ctx.aliases.get(r.model, r.model) for r in waited if r.model})
     loads = [ld for ld in s.loads if ld.trigger is not None and any(ld.trigger is r for r in waited)]
     med = _median([r.load_s or 0.0 for r in waited])
     which = f" of {', '.join(models)}" if models else ""

@@ -12,9 +12,10 @@ from typing import Any
 
 from ietop.model.hints import HintContext, HintEngine
 from ietop.model.records import Load, Request, Simple, Unload
-from ietop.model.snapshot import EngineRow, Snapshot, SourceRow
+from ietop.model.snapshot import EngineRow, LogGpu, Snapshot, SourceRow
 from ietop.model.store import Store
 from ietop.model.timeline import build_timeline, event_rows, latency_rows, resident_rows
+from parsers.ollama_msgs import human_bytes
 
 SAMPLES = 50_000
 """Latency samples kept for the windows: 15 minutes at ~55 requests/s; older ones fall off."""
@@ -67,6 +68,10 @@ class LiveView:
         loads = _unique([*self.loads, *pending_loads], lambda ld: ld.t_end if ld.t_end is not None else ld.t_begin)
         unloads = _unique([*self.unloads, *pending_unloads], lambda u: u.t)
         since = now - window_s
+
+        def names(model: str | None) -> str | None:
+            return store.loads.name(model) if model else None
+
         cfg = store.settings
         ctx = HintContext(cfg.configured, cfg.configured_ref, cfg.effective, cfg.effective_ref,
                           aliases=dict(store.loads.aliases))
@@ -79,13 +84,16 @@ class LiveView:
             resident=resident_rows(store, loads, unloads, now),
             latency=latency_rows(self.samples, store, now, window_s),
             requests=tuple(reversed(self.requests)),
-            events=event_rows(loads, unloads, self.simple),
+            events=event_rows(loads, unloads, self.simple, names),
             hints=tuple(hints),
-            timeline=build_timeline(loads, unloads),
+            timeline=build_timeline(loads, unloads, names),
             sources=tuple(SourceRow(s.path, s.engine, s.lines, s.unparsed_lines, s.version) for s in store.sources),
             configured=dict(cfg.configured),
             effective=dict(cfg.effective),
             counts=dict(store.counts),
+            aliases=dict(store.loads.aliases),
+            log_gpus=tuple(LogGpu(g.name or g.device_id, human_bytes(g.total), human_bytes(g.available))
+                           for g in store.gpus.values()),
         )
         self._built, self._last = key, snap
         return snap

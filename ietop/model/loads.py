@@ -48,6 +48,8 @@ class LoadTracker:
         """Short blob name → model name, learned from DEBUG lines that give both."""
         self.loads_total = 0
         self.unloads_total = 0
+        self.runners: dict[str, tuple[int | None, int | None, float | None]] = {}
+        """Model name → (size, vram, keep-alive expiry t) from the scheduler's DEBUG idle lines."""
 
     # -- load episodes -------------------------------------------------------------------------
     def prelude(self, src: int, t: float, ts: datetime | None, ref: Ref) -> None:
@@ -143,6 +145,8 @@ class LoadTracker:
     def set_model(self, src: int, load: Load, model: str | None) -> None:
         if model is None:
             return
+        if _short(model) in self.aliases:
+            model = self.aliases[_short(model)]
         load.model = model
         for unload in self._awaiting_for_model.get(src, []):
             unload.for_model = model
@@ -202,7 +206,7 @@ class LoadTracker:
         for u in reversed(self._unloads if fold else ()):
             if t - u.t > UNLOAD_FOLD_S:
                 break
-            if u.engine != engine or (model and u.model and _short(model) != _short(u.model)):
+            if u.engine != engine or (model and u.model and self.name(model) != self.name(u.model)):
                 continue
             if reason in (u.reason, "unknown") or u.reason == "unknown":
                 if u.reason == "unknown":
@@ -227,8 +231,9 @@ class LoadTracker:
 
     def _drop_resident(self, model: str | None, t: float) -> None:
         if model is not None:
+            self.runners.pop(self.name(model), None)
             for key in list(self.resident):
-                if _short(key) == _short(model):
+                if self.name(key) == self.name(model):
                     del self.resident[key]
         elif len(self.resident) == 1:
             self.resident.clear()
@@ -239,6 +244,32 @@ class LoadTracker:
             self._emit("unload", self._unloads.popleft())
         while self._recent and self._recent[0].t_end is not None and t - self._recent[0].t_end > ATTRIBUTION_HORIZON_S:
             self._emit("load", self._recent.popleft())
+
+    def name(self, model: str) -> str:
+        """The model's name: a blob (`sha256-…`) is named once a DEBUG line has given both."""
+        short = _short(model)
+        return self.aliases.get(short, short)
+
+    def learn_alias(self, blob: str, name: str) -> None:
+        """A line named the model behind a blob: rename what is still open or resident under the blob."""
+        if not blob or not name or self.aliases.get(blob) == name:
+            return
+        self.aliases[blob] = name
+        for key in [k for k in self.resident if _short(k) == blob]:
+            self.resident[name] = self.resident.pop(key)
+        for load in [*self._open.values(), *self._recent]:
+            if load.model is not None and _short(load.model) == blob:
+                load.model = name
+        for u in self._unloads:
+            if u.model is not None and _short(u.model) == blob:
+                u.model = name
+            if u.for_model is not None and _short(u.for_model) == blob:
+                u.for_model = name
+
+    def idle(self, model: str, t: float, duration_s: float | None, size: int | None, vram: int | None) -> None:
+        """A runner went idle and its keep-alive timer was armed: it expires `duration_s` from now."""
+        expires = t + duration_s if duration_s is not None and duration_s > 0 else None
+        self.runners[self.name(model)] = (size, vram, expires)
 
     def pending(self) -> tuple[list[Load], list[Unload]]:
         """Loads and unloads not yet handed to the sink (still joinable): the dashboard shows them live."""

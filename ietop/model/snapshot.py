@@ -103,6 +103,15 @@ class SourceRow:
 
 
 @dataclass(frozen=True, slots=True)
+class LogGpu:
+    """A device as the engine's start-up log described it."""
+
+    name: str
+    total_bytes: int | None
+    available_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     version: int
     now: float
@@ -120,3 +129,9 @@ class Snapshot:
     configured: dict[str, object]
     effective: dict[str, object]
     counts: dict[str, int]
+    aliases: dict[str, str]
+    """Blob (`sha256-…`) → model name, learned from DEBUG lines; records made earlier carry the blob."""
+    log_gpus: tuple[LogGpu, ...] = ()
+
+    def model_name(self, model: str | None) -> str | None:
+        return self.aliases.get(model, model) if model else model

@@ -101,6 +101,8 @@ class Store:
         self.engines: dict[str, EngineState] = {}
         self.metrics = ScrapeStore()
         self.residency: dict[str, OllamaResidency] = {}
+        self.gpus: dict[str, ev.GpuInfo] = {}
+        """Devices the engine's own log reports (replay has no NVML of that host)."""
         """Endpoint → its newest `/api/ps` answer (parsers.api_events.OllamaResidency)."""
         self._now = 0.0
 
@@ -183,10 +185,17 @@ class Store:
             loads.prelude(src, t, ts, ref)
             loads.unload(src, t, ts, ref, engine, event.reason, _model(event.model), event.num_ctx)
             if event.model and event.blob:
-                loads.aliases[_model(event.blob) or ""] = _model(event.model) or ""
+                loads.learn_alias(_model(event.blob) or "", _model(event.model) or "")
         elif isinstance(event, ev.UnloadStep):
             self._unload_step(src, t, event, ref, engine)
+        elif isinstance(event, ev.RequestArrival):
+            if event.model:
+                self.facts.arrival(src, t, _model(event.model) or event.model)
         elif isinstance(event, ev.IdleTimer):
+            if event.blob and event.model:
+                loads.learn_alias(_model(event.blob) or "", _model(event.model) or "")
+            if event.model:
+                loads.idle(_model(event.model) or "", t, event.duration_s, event.size_bytes, event.vram_bytes)
             s.observe("keep_alive", event.duration, ref)
             s.observe("runner_num_ctx", event.num_ctx, ref)
         elif isinstance(event, ev.Truncation):
@@ -209,6 +218,7 @@ class Store:
             s.claim("default_context_length", event.ctx, ref)
         elif isinstance(event, ev.GpuInfo):
             self._count("gpus")
+            self.gpus[event.device_id] = event
         elif isinstance(event, ev.ProxyRequest):
             self._proxy_request(t, event, ref)
         elif isinstance(event, ev.Scrape):
@@ -290,6 +300,9 @@ class Store:
         if req.inference:
             # vLLM access lines carry no latency: join request-logging facts in order, unbounded in time.
             self.facts.enrich(src, req, bounded=src not in self._vllm)
+            arrived = self.facts.model_for(src, req)
+            if arrived is not None and req.model is None:
+                req.model = self.loads.name(arrived)
             self.loads.attribute(req)
         self._finish_request(req)
 

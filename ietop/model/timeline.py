@@ -5,7 +5,7 @@ Pure functions of store state and records; `now` is passed in.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -25,7 +25,15 @@ def _same(a: str | None, b: str | None) -> bool:
 
 
 # -- timeline ----------------------------------------------------------------------------------
-def build_timeline(loads: Sequence[Load], unloads: Sequence[Unload]) -> tuple[Interval, ...]:
+Names = Callable[[str | None], str | None]
+"""Blob → model name where a line has told us (records finalized before the alias was learned)."""
+
+
+def _as_is(model: str | None) -> str | None:
+    return model
+
+
+def build_timeline(loads: Sequence[Load], unloads: Sequence[Unload], names: Names = _as_is) -> tuple[Interval, ...]:
     """Residency intervals, oldest first: a completed load opens one; an unload of that model (or the
     next load of it, or a crash of its engine) closes it."""
     steps: list[tuple[float, int, Load | Unload]] = []
@@ -40,16 +48,17 @@ def build_timeline(loads: Sequence[Load], unloads: Sequence[Unload]) -> tuple[In
 
     def close(key: str, t: float, by: str, for_model: str | None) -> None:
         load, start = open_.pop(key)
-        out.append(Interval(load.engine, load.model or "?", start, t, load.duration_s, by, for_model, load.ref))
+        out.append(Interval(load.engine, names(load.model) or "?", start, t, load.duration_s, by, names(for_model),
+                            load.ref))
 
     for t, _order, item in steps:
         if isinstance(item, Load):
-            key = _short(item.model or "?")
+            key = _short(names(item.model) or "?")
             if key in open_:
                 close(key, t, "reloaded", None)
             open_[key] = (item, t)
             continue
-        victims = [k for k in open_ if item.model is not None and k == _short(item.model)]
+        victims = [k for k in open_ if item.model is not None and k == _short(names(item.model) or "")]
         if item.model is None:
             # An unload that names no model: certain only when one model of that engine is resident.
             same_engine = [k for k, (ld, _s) in open_.items() if ld.engine == item.engine]
@@ -57,7 +66,7 @@ def build_timeline(loads: Sequence[Load], unloads: Sequence[Unload]) -> tuple[In
         for key in victims:
             close(key, t, item.reason, item.for_model)
     for _key, (load, start) in open_.items():
-        out.append(Interval(load.engine, load.model or "?", start, None, load.duration_s, None, None, load.ref))
+        out.append(Interval(load.engine, names(load.model) or "?", start, None, load.duration_s, None, None, load.ref))
     out.sort(key=lambda i: i.start)
     return tuple(out)
 
@@ -67,8 +76,8 @@ def _secs(value: float | None) -> str:
     return "?" if value is None else f"{value:.1f}s"
 
 
-def _load_row(ld: Load) -> EventRow:
-    model = ld.model or "a model"
+def _load_row(ld: Load, names: Names) -> EventRow:
+    model = names(ld.model) or "a model"
     if ld.ok:
         text = f"loaded {model} in {_secs(ld.duration_s)}"
         if ld.waiters:
@@ -80,7 +89,7 @@ def _load_row(ld: Load) -> EventRow:
         text, kind = f"loading {model}", "load"
     t = ld.t_end if ld.t_end is not None else ld.t_begin
     refs = (ld.ref,) if ld.done_ref is None else (ld.ref, ld.done_ref)
-    return EventRow(t, ld.time, kind, ld.engine, ld.model, text, refs)
+    return EventRow(t, ld.time, kind, ld.engine, names(ld.model), text, refs)
 
 
 _UNLOAD_TEXT = {
@@ -90,19 +99,20 @@ _UNLOAD_TEXT = {
 }
 
 
-def _unload_row(u: Unload) -> EventRow:
-    m = u.model or "a model"
+def _unload_row(u: Unload, names: Names) -> EventRow:
+    m = names(u.model) or "a model"
+    for_model = names(u.for_model)
     if u.reason == "evicted":
         kind = "evict"
-        text = f"evicted {m} to load {u.for_model}" if u.for_model else f"evicted {m}"
+        text = f"evicted {m} to load {for_model}" if for_model else f"evicted {m}"
     elif u.reason in _UNLOAD_TEXT:
         kind, fmt = _UNLOAD_TEXT[u.reason]
-        text = fmt.format(m=m, f=u.for_model or "another model")
+        text = fmt.format(m=m, f=for_model or "another model")
     else:
         kind, text = "unload", f"unloaded {m}"
     if u.vram_wait_s:
         text += f"; VRAM took {max(u.vram_wait_s):.1f}s to recover"
-    return EventRow(u.t, u.time, kind, u.engine, u.model, text, tuple(u.evidence) or (u.ref,))
+    return EventRow(u.t, u.time, kind, u.engine, names(u.model), text, tuple(u.evidence) or (u.ref,))
 
 
 def _simple_row(s: Simple) -> EventRow:
@@ -127,8 +137,9 @@ def _parse_time(value: Any) -> datetime | None:
 
 
 def event_rows(loads: Iterable[Load], unloads: Iterable[Unload], simple: Iterable[Simple],
-               limit: int = 500) -> tuple[EventRow, ...]:
-    rows = [_load_row(ld) for ld in loads] + [_unload_row(u) for u in unloads] + [_simple_row(s) for s in simple]
+               names: Names = _as_is, limit: int = 500) -> tuple[EventRow, ...]:
+    rows = [_load_row(ld, names) for ld in loads] + [_unload_row(u, names) for u in unloads]
+    rows += [_simple_row(s) for s in simple]
     rows.sort(key=lambda r: r.t, reverse=True)
     return tuple(rows[:limit])
 
@@ -140,9 +151,12 @@ def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload]
     ctx_claim = configured if isinstance(configured, int) else None
     rows: list[ResidentRow] = []
 
+    def canon(model: str | None) -> str | None:
+        return store.loads.name(model) if model else None
+
     def history(model: str) -> tuple[Load | None, int, int]:
-        mine = [ld for ld in loads if _same(ld.model, model) and ld.ok]
-        evictions = sum(1 for u in unloads if _same(u.model, model) and u.reason == "evicted")
+        mine = [ld for ld in loads if _same(canon(ld.model), canon(model)) and ld.ok]
+        evictions = sum(1 for u in unloads if _same(canon(u.model), canon(model)) and u.reason == "evicted")
         return (mine[-1] if mine else None), len(mine), evictions
 
     def per_slot(ld: Load | None) -> int | None:
@@ -166,7 +180,9 @@ def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload]
             continue
         last, n, ev = history(model)
         seen.add(_short(model))
-        rows.append(ResidentRow(last.engine if last else "ollama", model, "log", ctx=per_slot(last),
+        size, vram, expires = store.loads.runners.get(store.loads.name(model), (None, None, None))
+        rows.append(ResidentRow(last.engine if last else "ollama", model, "log", size, vram, expires_at=expires,
+                                ctx=per_slot(last),
                                 ctx_configured=ctx_claim, parallel=last.parallel if last else None,
                                 loaded_since=since, loads=n, evictions=ev,
                                 last_load_s=last.duration_s if last else None, ref=last.ref if last else None))

@@ -101,6 +101,7 @@ class IetopApp(App[None]):
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._replay_done = False
+        self.replay_held = False
 
     # -- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -168,6 +169,8 @@ class IetopApp(App[None]):
             self.notify(batch.error, severity="error", timeout=10)
         if batch.done and self.setup.clock is not None:
             self._replay_done = True
+        if batch.held:
+            self.replay_held = True
 
     def on_hardware_sampled(self, message: HardwareSampled) -> None:
         self.hardware = message.hardware
@@ -201,7 +204,7 @@ class IetopApp(App[None]):
         clock = self.setup.clock
         if clock is None:
             return "PAUSED" if self.paused else ""
-        state = "replay finished" if self._replay_done else "PAUSED (n: step)" if clock.paused else "replay"
+        state = "replay finished" if self._replay_done else "PAUSED (n: step, p: play)" if clock.paused else "replay"
         speed = "max" if clock.speed <= 0 else f"{clock.speed:g}x"
         return f"{state} · {speed}"
 
@@ -272,7 +275,8 @@ class IetopApp(App[None]):
     def _open_detail(self, event: DataTable.RowSelected) -> None:
         table = event.data_table
         if isinstance(table, RequestsTable) and (req := table.selected()) is not None:
-            self.push_screen(DetailScreen("Request", request_view(req, self.lookup)))
+            name = self.snap.model_name(req.model) if self.snap is not None else None
+            self.push_screen(DetailScreen("Request", request_view(req, self.lookup, name)))
         elif isinstance(table, HintsTable) and (hint := table.selected()) is not None:
             self.push_screen(DetailScreen("Hint", hint_view(hint, self.lookup)))
         elif isinstance(table, EventsTable) and (row := table.selected()) is not None:

@@ -24,13 +24,13 @@ def new_store() -> tuple[Store, LiveView, Evidence]:
 
 
 def replay_app(paths: Sequence[str], speed: float, engine: str | None = None, *, title: str = "ietop replay",
-               hardware: bool = False, paused: bool = False) -> IetopApp:
+               hardware: bool = False, paused: bool = False, until: float | None = None) -> IetopApp:
     """Raises FormatError/SourceError (one line) for a file that cannot be replayed."""
     store, view, evidence = new_store()
     clock = ReplayClock(speed)
     if paused:
         clock.toggle_pause()
-    feed = ReplayFeed(store, paths, clock, evidence, engine)
+    feed = ReplayFeed(store, paths, clock, evidence, engine, until)
     setup = Setup(feeds=[feed], clock=clock, hardware=hardware, title=title)
     return IetopApp(store, view, evidence, setup)
 

@@ -6,6 +6,8 @@ must reach the screen."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ietop.model.snapshot import WINDOWS
@@ -34,21 +36,47 @@ async def test_panels_show_the_incident(app) -> None:  # type: ignore[no-untyped
         await replay_to_end(pilot)
         snap = app.snap
         assert snap is not None
-        # Residency: the model the log left resident, with its load count and evictions.
-        models = _column(app.query_one(ResidencyTable), 1)
-        assert models and models[0] != "nothing resident"
-        assert {r.model for r in snap.resident} <= set(models)
-        # Requests: every inference request of the incident (bounded table), newest first.
+        # Residency at the end: the keep-alive expired the last model (14:12:03), nothing is resident.
+        assert _column(app.query_one(ResidencyTable), 1) == ["nothing resident"]
+        # The timeline: qwen3:8b evicted for gemma3:27b, gemma3:27b evicted for qwen3:8b, then expiry.
+        assert [(i.model, i.ended_by, i.for_model) for i in snap.timeline] == [
+            ("qwen3:8b", "evicted", "gemma3:27b"), ("gemma3:27b", "evicted", "qwen3:8b"),
+            ("qwen3:8b", "expired", None)]
+        assert [i.load_s for i in snap.timeline] == [4.17, 12.41, 2.86]
+        # Requests: every inference request of the incident, newest first, named by model.
         requests = app.query_one(RequestsTable)
-        assert requests.row_count == len(snap.requests) >= 15
+        assert requests.row_count == len(snap.requests) == 19
         assert requests.records[0].t_end >= requests.records[-1].t_end
+        assert set(_column(requests, 2)) == {"qwen3:8b", "gemma3:27b", "?"}  # "?": the 499 never reached a model
         # Events: loads and "evicted X to load Y".
         whats = _column(app.query_one(EventsTable), 3)
-        assert any(w.startswith("evicted ") and " to load " in w for w in whats)
-        assert any(w.startswith("loaded ") for w in whats)
-        assert any(w.startswith("prompt truncated") for w in whats)
-        # Hints: the eviction thrash of the incident.
+        assert "evicted qwen3:8b to load gemma3:27b" in whats
+        assert "evicted gemma3:27b to load qwen3:8b" in whats
+        assert "loaded gemma3:27b in 12.4s" in whats
+        assert sum(w.startswith("prompt truncated") for w in whats) == 4
+        # Hints: the 5-minute window holds only what is still true at the end; 15 minutes hold the thrash.
+        assert "eviction-thrash" not in {h.id for h in app.query_one(HintsTable).hints}
+        await pilot.press("3")
         assert "eviction-thrash" in {h.id for h in app.query_one(HintsTable).hints}
+
+
+async def test_residency_mid_incident(tmp_path: Path) -> None:
+    """Replay the incident up to 14:05, when gemma3:27b is resident after evicting qwen3:8b."""
+    lines = INCIDENT.read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if "14:05:" in line)
+    prefix = tmp_path / "incident-to-1405.log"
+    prefix.write_text("".join(lines[:cut]))
+    app = replay_app([str(prefix)], 0)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await replay_to_end(pilot)
+        (row,) = app.snap.resident
+        assert (row.engine, row.model, row.source, row.loads, row.last_load_s) == ("ollama", "gemma3:27b", "log", 1,
+                                                                                     12.41)
+        assert row.ctx == 8192 and row.ctx_configured == 8192 and row.parallel == 2
+        table = app.query_one(ResidencyTable)
+        assert _column(table, 1) == ["gemma3:27b"]
+        # The only interval still open is the resident model's.
+        assert [i.model for i in app.snap.timeline if i.end is None] == ["gemma3:27b"]
 
 
 async def test_keys(app) -> None:  # type: ignore[no-untyped-def]
@@ -70,12 +98,12 @@ async def test_keys(app) -> None:  # type: ignore[no-untyped-def]
         await pilot.press("s")
         assert table.sort_column == "engine"
         # Filter: `/`, type, enter.
-        model = next(r.model for r in app.snap.requests if r.model)
+        model = "gemma3:27b"
         await pilot.press("slash")
         await pilot.press(*model)
         await pilot.press("enter")
         assert table.filter_text == model
-        assert table.records and all(r.model == model or model in r.path for r in table.records)
+        assert table.records and all(app.snap.model_name(r.model) == model for r in table.records)
         assert table.row_count < len(app.snap.requests)
         await pilot.press("escape")
         assert table.filter_text == "" and table.row_count == len(app.snap.requests)

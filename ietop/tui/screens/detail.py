@@ -43,9 +43,11 @@ def _facts(pairs: Sequence[tuple[str, object]]) -> Table:
     return table
 
 
-def request_view(req: Request, lookup: Lookup) -> RenderableType:
+def request_view(req: Request, lookup: Lookup, model: str | None = None) -> RenderableType:
+    """`model`: the request's model by name, where the log named its blob later."""
     facts = _facts([
-        ("time", req.time.isoformat() if req.time else "—"), ("engine", req.engine), ("model", req.model or "?"),
+        ("time", req.time.isoformat() if req.time else "—"), ("engine", req.engine),
+        ("model", model or req.model or "unknown (no line named it)"),
         ("request", f"{req.method} {req.path}"), ("status", req.status), ("client", req.client or "—"),
         ("prompt tokens", "unknown" if req.prompt_tokens is None else
          f"{req.prompt_tokens} (from {req.prompt_tokens_source or '?'})"),

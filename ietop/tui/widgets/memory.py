@@ -40,8 +40,12 @@ class MemoryPanel(Static):
 
     def show(self, snap: Snapshot, hw: Hardware | None) -> None:
         parts: list[Text] = []
-        if hw is None:
-            hw = Hardware(None, (), "replay: this host's GPU and memory are not shown", {})
+        if hw is None:  # replay: not this host's hardware; what the log says about its devices instead
+            hw = Hardware(None, (), None if snap.log_gpus else "replay: no device in the log", {})
+            for lg in snap.log_gpus:
+                parts.append(Text("GPU ", style="bold") + Text(clean(lg.name)[:28]) + Text(" (from the log)", "dim"))
+                parts.append(Text(f"  total {size(lg.total_bytes)}, free at start {size(lg.available_bytes)}",
+                                  style="dim"))
         for g in hw.gpus:
             line = Text(f"GPU{g.index} ", style="bold") + Text(clean(g.name)[:24] + " ")
             line += bar(g.memory_used, g.memory_total, 16)
@@ -72,15 +76,17 @@ class MemoryPanel(Static):
 def _breakdown(snap: Snapshot, hw: Hardware) -> Sequence[Text]:
     sized = [r for r in snap.resident if r.size_bytes]
     if not sized:
-        return [Text("per-model sizes: unknown (Ollama /api/ps not polled)", style="dim")] if snap.resident else []
+        return [Text("per-model sizes: unknown (poll Ollama's /api/ps, or OLLAMA_DEBUG logs)", style="dim")] \
+            if snap.resident else []
     out = [Text("resident models:", style="bold")]
     for r in sized:
         out.append(Text(f"  {clean(r.model)[:28]:<28} {size(r.size_bytes):>10}  vram {size(r.vram_bytes)}"))
     total = sum(r.size_bytes or 0 for r in sized)
-    budget = sum(g.memory_total or 0 for g in hw.gpus) or (hw.host.total if hw.host else 0)
+    budget = (sum(g.memory_total or 0 for g in hw.gpus) or sum(g.total_bytes or 0 for g in snap.log_gpus)
+              or (hw.host.total if hw.host else 0))
     if budget:
         frac = total / budget
         style = "bold red" if frac > 0.9 else "yellow" if frac > 0.75 else "green"
-        where = "VRAM" if hw.gpus else "RAM"
+        where = "VRAM" if hw.gpus or snap.log_gpus else "RAM"
         out.append(Text(f"budget: models {size(total)} of {size(budget)} {where} ({frac:.0%})", style=style))
     return out

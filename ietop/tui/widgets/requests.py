@@ -31,9 +31,9 @@ _SORT_KEYS: dict[str, Callable[[Request], Any]] = {
 }
 
 
-def matches(req: Request, needle: str) -> bool:
+def matches(req: Request, needle: str, model: str | None = None) -> bool:
     """`/` filter: a case-insensitive substring of model, path, engine, client or status."""
-    hay = f"{req.model or ''} {req.path} {req.engine} {req.client or ''} {req.status}".lower()
+    hay = f"{req.model or ''} {model or ''} {req.path} {req.engine} {req.client or ''} {req.status}".lower()
     return needle.lower() in hay
 
 
@@ -54,10 +54,11 @@ class RequestsTable(DataTable[object]):
             self.add_column(name, key=name)
 
     def show(self, snap: Snapshot, force: bool = False) -> None:
-        rows = [r for r in snap.requests if not self.filter_text or matches(r, self.filter_text)]
+        needle = self.filter_text
+        rows = [r for r in snap.requests if not needle or matches(r, needle, snap.model_name(r.model))]
         rows.sort(key=_SORT_KEYS[self.sort_column], reverse=self.sort_reverse)
         rows = rows[:SHOWN]
-        ident = tuple(id(r) for r in rows)
+        ident = (len(snap.aliases), *(id(r) for r in rows))
         if ident == self._shown and not force:
             return
         self._shown, self.records = ident, rows
@@ -70,7 +71,7 @@ class RequestsTable(DataTable[object]):
         for r in rows:
             bad = r.status >= 400
             self.add_row(
-                Text(clock(r.time, r.t_end)), safe(r.engine), safe(r.model or "?"),
+                Text(clock(r.time, r.t_end)), safe(r.engine), safe(snap.model_name(r.model) or "?"),
                 Text(str(r.status), style="bold red" if bad else "green"),
                 Text("—" if r.prompt_tokens is None else str(r.prompt_tokens)),
                 Text("yes", style="bold yellow") if r.truncated else Text(""),

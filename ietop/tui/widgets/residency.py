@@ -8,8 +8,9 @@ from textual.widgets import DataTable
 from ietop.model.snapshot import ResidentRow, Snapshot
 from ietop.tui.format import ago, bar, countdown, safe, secs, size
 
-COLUMNS = ("engine", "model", "size", "VRAM", "ctx (eff/conf)", "par", "loaded", "keep-alive", "loads", "evict",
-           "last load", "from")
+COLUMNS = ("engine", "model", "size", "VRAM", "ctx", "par", "resident", "expires", "loads", "evict", "load", "from")
+"""ctx: effective/configured when they differ (yellow); resident: for how long; expires: keep-alive left;
+load: what the last load of it took."""
 
 
 def _ctx(row: ResidentRow) -> Text:
@@ -34,7 +35,7 @@ class ResidencyTable(DataTable[object]):
             self.add_row(*([safe("—")] + [safe("nothing resident") if i == 0 else Text("") for i in range(11)]))
             return
         for r in snap.resident:
-            vram = bar(r.vram_bytes, r.size_bytes, 8) + Text(f" {size(r.vram_bytes)}") if r.vram_bytes else Text("—")
+            vram = bar(r.vram_bytes, r.size_bytes, 4) + Text(f" {size(r.vram_bytes)}") if r.vram_bytes else Text("—")
             self.add_row(safe(r.engine), safe(r.model, "bold"), Text(size(r.size_bytes)), vram, _ctx(r),
                          Text("—" if r.parallel is None else str(r.parallel)),
                          Text(ago(r.loaded_since, snap.now) if r.loaded_since else "—"),

@@ -37,7 +37,7 @@ async def test_panels_show_the_incident(app) -> None:  # type: ignore[no-untyped
         snap = app.snap
         assert snap is not None
         # Residency at the end: the keep-alive expired the last model (14:12:03), nothing is resident.
-        assert _column(app.query_one(ResidencyTable), 1) == ["nothing resident"]
+        assert _column(app.query_one(ResidencyTable), 0) == ["nothing resident"]
         # The timeline: qwen3:8b evicted for gemma3:27b, gemma3:27b evicted for qwen3:8b, then expiry.
         assert [(i.model, i.ended_by, i.for_model) for i in snap.timeline] == [
             ("qwen3:8b", "evicted", "gemma3:27b"), ("gemma3:27b", "evicted", "qwen3:8b"),
@@ -74,7 +74,7 @@ async def test_residency_mid_incident(tmp_path: Path) -> None:
                                                                                      12.41)
         assert row.ctx == 8192 and row.ctx_configured == 8192 and row.parallel == 2
         table = app.query_one(ResidencyTable)
-        assert _column(table, 1) == ["gemma3:27b"]
+        assert _column(table, 0) == ["gemma3:27b"]
         # The only interval still open is the resident model's.
         assert [i.model for i in app.snap.timeline if i.end is None] == ["gemma3:27b"]
 

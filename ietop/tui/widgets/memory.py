@@ -43,8 +43,8 @@ class MemoryPanel(Static):
         if hw is None:  # replay: not this host's hardware; what the log says about its devices instead
             hw = Hardware(None, (), None if snap.log_gpus else "replay: no device in the log", {})
             for lg in snap.log_gpus:
-                parts.append(Text("GPU ", style="bold") + Text(clean(lg.name)[:28]) + Text(" (from the log)", "dim"))
-                parts.append(Text(f"  total {size(lg.total_bytes)}, free at start {size(lg.available_bytes)}",
+                parts.append(Text("GPU ", style="bold") + Text(clean(lg.name).removeprefix("NVIDIA ")[:24]))
+                parts.append(Text(f"  {size(lg.total_bytes)}, {size(lg.available_bytes)} free at start (log)",
                                   style="dim"))
         for g in hw.gpus:
             line = Text(f"GPU{g.index} ", style="bold") + Text(clean(g.name)[:24] + " ")
@@ -78,9 +78,9 @@ def _breakdown(snap: Snapshot, hw: Hardware) -> Sequence[Text]:
     if not sized:
         return [Text("per-model sizes: unknown (poll Ollama's /api/ps, or OLLAMA_DEBUG logs)", style="dim")] \
             if snap.resident else []
-    out = [Text("resident models:", style="bold")]
+    out = [Text("resident:", style="bold")]
     for r in sized:
-        out.append(Text(f"  {clean(r.model)[:28]:<28} {size(r.size_bytes):>10}  vram {size(r.vram_bytes)}"))
+        out.append(Text(f"  {clean(r.model)[:18]:<18} {size(r.size_bytes):>9}"))
     total = sum(r.size_bytes or 0 for r in sized)
     budget = (sum(g.memory_total or 0 for g in hw.gpus) or sum(g.total_bytes or 0 for g in snap.log_gpus)
               or (hw.host.total if hw.host else 0))
@@ -88,5 +88,5 @@ def _breakdown(snap: Snapshot, hw: Hardware) -> Sequence[Text]:
         frac = total / budget
         style = "bold red" if frac > 0.9 else "yellow" if frac > 0.75 else "green"
         where = "VRAM" if hw.gpus or snap.log_gpus else "RAM"
-        out.append(Text(f"budget: models {size(total)} of {size(budget)} {where} ({frac:.0%})", style=style))
+        out.append(Text(f"budget {size(total)} / {size(budget)} {where} ({frac:.0%})", style=style))
     return out

@@ -8,9 +8,9 @@ from textual.widgets import DataTable
 from ietop.model.snapshot import ResidentRow, Snapshot
 from ietop.tui.format import ago, bar, countdown, safe, secs, size
 
-COLUMNS = ("engine", "model", "size", "VRAM", "ctx", "par", "resident", "expires", "loads", "evict", "load", "from")
-"""ctx: effective/configured when they differ (yellow); resident: for how long; expires: keep-alive left;
-load: what the last load of it took."""
+COLUMNS = ("model", "size", "VRAM", "ctx", "expires", "loads", "evict", "load", "resident", "par", "engine", "from")
+"""Most telling first (a narrow terminal scrolls the rest): ctx is effective/configured when they differ
+(yellow); expires: keep-alive left; load: what its last load took; resident: for how long."""
 
 
 def _ctx(row: ResidentRow) -> Text:
@@ -32,13 +32,12 @@ class ResidencyTable(DataTable[object]):
     def show(self, snap: Snapshot) -> None:
         self.clear()
         if not snap.resident:
-            self.add_row(*([safe("—")] + [safe("nothing resident") if i == 0 else Text("") for i in range(11)]))
+            self.add_row(safe("nothing resident", "dim"), *(Text("") for _ in COLUMNS[1:]))
             return
         for r in snap.resident:
             vram = bar(r.vram_bytes, r.size_bytes, 4) + Text(f" {size(r.vram_bytes)}") if r.vram_bytes else Text("—")
-            self.add_row(safe(r.engine), safe(r.model, "bold"), Text(size(r.size_bytes)), vram, _ctx(r),
-                         Text("—" if r.parallel is None else str(r.parallel)),
-                         Text(ago(r.loaded_since, snap.now) if r.loaded_since else "—"),
+            self.add_row(safe(r.model, "bold"), Text(size(r.size_bytes)), vram, _ctx(r),
                          Text(countdown(r.expires_at, snap.now)), Text(str(r.loads)),
-                         Text(str(r.evictions), style="bold red" if r.evictions else ""),
-                         Text(secs(r.last_load_s)), safe(r.source, "dim"))
+                         Text(str(r.evictions), style="bold red" if r.evictions else ""), Text(secs(r.last_load_s)),
+                         Text(ago(r.loaded_since, snap.now) if r.loaded_since else "—"),
+                         Text("—" if r.parallel is None else str(r.parallel)), safe(r.engine), safe(r.source, "dim"))

@@ -24,8 +24,9 @@ class LatencyPanel(Static):
         self.border_title = f"Latency · last {snap.window_s / 60:.0f}m"
         table = Table(box=None, padding=(0, 1), show_edge=False)
         table.add_column("", no_wrap=True, min_width=4)
-        for name in ("n", "p50", "p90", "p99"):
-            table.add_column(name, justify="right", no_wrap=True, min_width=6)
+        table.add_column("n", justify="right", no_wrap=True)
+        for name in ("p50", "p90", "p99"):
+            table.add_column(name, justify="right", no_wrap=True, min_width=5)
         table.add_column("trend", no_wrap=True)
         notes: set[str] = set()
         for row in snap.latency:

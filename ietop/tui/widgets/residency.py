@@ -27,10 +27,11 @@ class ResidencyTable(DataTable[object]):
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
-        self.add_columns(*COLUMNS)
 
     def show(self, snap: Snapshot) -> None:
-        self.clear()
+        # Columns too: their widths only grow, and a long blob name seen once would keep them wide.
+        self.clear(columns=True)
+        self.add_columns(*COLUMNS)
         if not snap.resident:
             self.add_row(safe("nothing resident", "dim"), *(Text("") for _ in COLUMNS[1:]))
             return

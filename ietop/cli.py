@@ -90,6 +90,10 @@ def _add_live_flags(parser: argparse.ArgumentParser) -> None:
     live.add_argument("--docker", action="append", default=[], metavar="CONTAINER",
                       help="follow a container's log (docker logs -f -t)")
     live.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between polls (default 2)")
+    live.add_argument("--proxy", metavar="[HOST:]PORT",
+                      help="also run `ietop proxy` on this port (127.0.0.1) and show its exact measurements")
+    live.add_argument("--proxy-upstream", metavar="URL",
+                      help="where --proxy forwards to (default: the first engine polled)")
 
 
 def _speed(text: str) -> float:
@@ -247,7 +251,8 @@ def _live(args: argparse.Namespace) -> int:
     from ietop.discover import plan
     from ietop.pipeline import FormatError, SourceError
 
-    p = plan(args.ollama, args.vllm, args.mlx, args.log, args.journal, args.docker)
+    p = plan(args.ollama, args.vllm, args.mlx, args.log, args.journal, args.docker, proxy=args.proxy,
+             proxy_upstream=args.proxy_upstream)
     for engine, path in p.logs:
         if path != "-" and not engine and not Path(path).is_file():
             print(f"ietop: error: {path}: no such file (to wait for it, name the engine: --log ollama:{path})",
@@ -257,6 +262,9 @@ def _live(args: argparse.Namespace) -> int:
 
     try:
         app = live_app(p, args.interval)
+    except ValueError as exc:  # a bad --proxy address
+        print(f"ietop: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except (SourceError, FormatError) as exc:
         print(f"ietop: error: {exc}", file=sys.stderr)
         return EXIT_RUNTIME

@@ -29,6 +29,9 @@ class Plan:
     dockers: list[tuple[str, str]] = field(default_factory=list)
     """(engine, container)."""
     notes: list[str] = field(default_factory=list)
+    proxy: str | None = None
+    """`--proxy [HOST:]PORT`: listen address of an in-dashboard proxy."""
+    proxy_upstream: str | None = None
 
 
 def ollama_url(env: dict[str, str] | None = None) -> str:
@@ -83,9 +86,11 @@ def _unit_exists(unit: str) -> bool:
 
 
 def plan(ollama: list[str], vllm: list[str], mlx: list[str], logs: list[str], journals: list[str],
-         dockers: list[str], engine: str | None = None) -> Plan:
+         dockers: list[str], engine: str | None = None, proxy: str | None = None,
+         proxy_upstream: str | None = None) -> Plan:
     """The flags as a plan; with none given, what discovery finds."""
     p = Plan()
+    p.proxy = proxy if proxy is None or ":" in proxy else f"127.0.0.1:{proxy}"
     for eng, urls in (("ollama", ollama), ("vllm", vllm), ("mlx", mlx)):
         p.endpoints += [(eng, u if "://" in u else f"http://{u}") for u in urls]
     for text in logs:
@@ -94,10 +99,12 @@ def plan(ollama: list[str], vllm: list[str], mlx: list[str], logs: list[str], jo
     p.journals = [(engine or "ollama", unit) for unit in journals]
     p.dockers = [(engine or "ollama", c) for c in dockers]
     if p.endpoints or p.logs or p.journals or p.dockers:
+        p.proxy_upstream = proxy_upstream or (p.endpoints[0][1] if p.endpoints else None)
         return p
     for eng, url in (("ollama", ollama_url()), ("vllm", DEFAULTS["vllm"]), ("mlx", DEFAULTS["mlx"])):
         p.endpoints.append((eng, url))
         p.discovered.add(url)
+    p.proxy_upstream = proxy_upstream or p.endpoints[0][1]
     found = ollama_log()
     if found is not None and found[0] == "file":
         p.logs.append(("ollama", found[1]))

@@ -292,3 +292,37 @@ class CommandFeed:
                     return
         finally:
             self.lines.stop()
+
+
+class ProxyFeed:
+    """`ietop --proxy PORT`: an `ietop proxy` inside the dashboard; each measured request is an event."""
+
+    def __init__(self, store: Store, listen: str, upstream: str, *, allow_remote: bool = False) -> None:
+        from ietop.sources.proxy import parse_listen
+
+        self.host, self.port = parse_listen(listen, allow_remote=allow_remote)  # ValueError: a usage error
+        self.listen, self.upstream = listen, upstream
+        self.src = store.add_source(f"proxy:{listen}", "proxy")
+        self.url: str | None = None
+
+    def run(self, post: Post, stop: threading.Event) -> None:
+        from ietop.sources.proxy import BackgroundServer
+        from ietop.sources.proxy_app import make_app
+        from parsers.events import ProxyRequest
+
+        src = self.src
+
+        def measured(event: ProxyRequest) -> None:
+            # On the proxy's event loop: hand the measurement over and return at once.
+            post(Batch([(src, epoch(event.ts) if event.ts is not None else time.time(), event)]))
+
+        server = BackgroundServer(make_app(self.upstream, measured), self.host, self.port)
+        try:
+            self.url = server.start()
+        except (OSError, RuntimeError) as exc:
+            post(Batch([], error=f"proxy: cannot listen on {self.listen}: {exc}"))
+            return
+        try:
+            stop.wait()
+        finally:
+            server.stop()

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import BinaryIO
 
 from ietop.discover import Plan
-from ietop.feeds import CommandFeed, Evidence, ReplayClock, ReplayFeed, TailFeed
+from ietop.feeds import CommandFeed, Evidence, ProxyFeed, ReplayClock, ReplayFeed, TailFeed
 from ietop.model.live import LiveView
 from ietop.model.store import Store
 from ietop.tui.app import IetopApp, Setup
@@ -52,6 +52,10 @@ def live_app(plan: Plan, poll_interval: float = 2.0) -> IetopApp:
     for engine, container in plan.dockers:
         feeds.append(CommandFeed(store, f"docker:{container}", engine, evidence,
                                  CommandLines(docker_argv(container))))
+    if plan.proxy is not None:
+        if plan.proxy_upstream is None:
+            raise ValueError("--proxy needs an engine to forward to: add --proxy-upstream URL (or --ollama URL…)")
+        feeds.append(ProxyFeed(store, plan.proxy, plan.proxy_upstream))
     setup = Setup(feeds=feeds, endpoints=plan.endpoints, discovered=plan.discovered, title="ietop",
                   poll_interval=poll_interval)
     return IetopApp(store, view, evidence, setup)

@@ -19,6 +19,7 @@ from ietop.model.counters import ScrapeStore
 from ietop.model.facts import RequestFacts
 from ietop.model.loads import LoadTracker
 from ietop.model.mlx import MlxTracker
+from ietop.model.names import model_name
 from ietop.model.records import Ref, Request, Simple, is_inference
 from ietop.model.sketch import Sketch
 from ietop.model.vllm import VllmTracker
@@ -142,7 +143,7 @@ class Store:
                 loads.prelude(src, t, ts, ref)
             else:
                 load = loads.open(src, t, ts, ref, engine)
-                loads.set_model(src, load, _model(event.model))
+                loads.set_model(src, load, model_name(event.model))
                 load.parallel = event.parallel or load.parallel
                 load.required = event.required
                 load.available = event.available
@@ -150,7 +151,7 @@ class Store:
         elif isinstance(event, ev.LoadStart):
             load = loads.started(src, t, ts, ref, engine)
             load.runner = event.runner
-            loads.set_model(src, load, _model(event.model))
+            loads.set_model(src, load, model_name(event.model))
             load.ctx = event.ctx_total
             load.parallel = event.parallel or load.parallel
             load.gpu_layers = event.gpu_layers
@@ -183,19 +184,19 @@ class Store:
             self._context(src, event, ref)
         elif isinstance(event, ev.Eviction):
             loads.prelude(src, t, ts, ref)
-            loads.unload(src, t, ts, ref, engine, event.reason, _model(event.model), event.num_ctx)
+            loads.unload(src, t, ts, ref, engine, event.reason, model_name(event.model), event.num_ctx)
             if event.model and event.blob:
-                loads.learn_alias(_model(event.blob) or "", _model(event.model) or "")
+                loads.learn_alias(model_name(event.blob) or "", model_name(event.model) or "")
         elif isinstance(event, ev.UnloadStep):
             self._unload_step(src, t, event, ref, engine)
         elif isinstance(event, ev.RequestArrival):
             if event.model:
-                self.facts.arrival(src, t, _model(event.model) or event.model)
+                self.facts.arrival(src, t, model_name(event.model) or event.model)
         elif isinstance(event, ev.IdleTimer):
             if event.blob and event.model:
-                loads.learn_alias(_model(event.blob) or "", _model(event.model) or "")
+                loads.learn_alias(model_name(event.blob) or "", model_name(event.model) or "")
             if event.model:
-                loads.idle(_model(event.model) or "", t, event.duration_s, event.size_bytes, event.vram_bytes)
+                loads.idle(model_name(event.model) or "", t, event.duration_s, event.size_bytes, event.vram_bytes)
             s.observe("keep_alive", event.duration, ref)
             s.observe("runner_num_ctx", event.num_ctx, ref)
         elif isinstance(event, ev.Truncation):
@@ -346,7 +347,7 @@ class Store:
             load.ctx = event.ctx
 
     def _unload_step(self, src: int, t: float, event: ev.UnloadStep, ref: Ref, engine: str) -> None:
-        model = _model(event.model)
+        model = model_name(event.model)
         if event.stage == "expire":
             self.loads.unload(src, t, event.ts, ref, engine, "expired", model, event.num_ctx)
         elif event.stage == "switch":
@@ -388,18 +389,6 @@ class Store:
             mlx.flush()
         self.facts.flush()
         self.loads.flush()
-
-
-def _model(model: str | None) -> str | None:
-    """Blob paths are shortened to their digest (`sha256-0800cbac9c20`); names are kept."""
-    if not model:
-        return None
-    tail = model.replace("\\", "/").rsplit("/", 1)[-1]
-    if tail.startswith(("sha256-", "sha256:")):
-        return "sha256-" + tail[7:19]
-    if "/" in model and model.startswith("registry.ollama.ai/library/"):
-        return model[len("registry.ollama.ai/library/") :]
-    return model if "/" not in model or ":" in tail else tail
 
 
 PROXY_COLD_LOAD_S = 0.5

@@ -1,0 +1,15 @@
+"""Model names as the logs give them (blob paths, registry paths, tags) reduced to one form."""
+
+from __future__ import annotations
+
+
+def model_name(model: str | None) -> str | None:
+    """Blob paths are shortened to their digest (`sha256-0800cbac9c20`); names are kept."""
+    if not model:
+        return None
+    tail = model.replace("\\", "/").rsplit("/", 1)[-1]
+    if tail.startswith(("sha256-", "sha256:")):
+        return "sha256-" + tail[7:19]
+    if "/" in model and model.startswith("registry.ollama.ai/library/"):
+        return model[len("registry.ollama.ai/library/") :]
+    return model if "/" not in model or ":" in tail else tail

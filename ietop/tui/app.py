@@ -192,7 +192,8 @@ class IetopApp(App[None]):
         if snap is self.snap and self.hardware is None:
             return
         self.snap = snap
-        self.query_one(EnginesBar).show(snap, self._status_text(), self.setup.discovered)
+        started = {e.engine: e.started for e in self.hardware.engines if e.started} if self.hardware else {}
+        self.query_one(EnginesBar).show(snap, self._status_text(), self.setup.discovered, started)
         self.query_one(ResidencyTable).show(snap)
         self.query_one(MemoryPanel).show(snap, self.hardware)
         self.query_one(LatencyPanel).show(snap)

@@ -50,7 +50,8 @@ async def poll_forever(app: IetopApp, endpoints: list[tuple[str, str]], interval
         apply_poll(app.store, engine, kind, base, result.status, result.body, result.error,
                    datetime.now(timezone.utc))
 
-    async with httpx.AsyncClient() as client:
+    # trust_env=False: an HTTP(S)_PROXY in the environment must not capture polls of local engines.
+    async with httpx.AsyncClient(trust_env=False) as client:
         poller = Poller(client, list(urls), interval=interval, timeout=min(2.0, max(interval, 0.5)))
         await poller.run(on_result, never)
 
@@ -72,7 +73,7 @@ def sample_forever(app: IetopApp, endpoints: list[tuple[str, str]], stop: thread
     from ietop.sources.gpu import Nvml
     from ietop.sources.host import find_processes, gpu_wired_limit_bytes, host_memory, sample_process
     from ietop.tui.app import HardwareSampled
-    from ietop.tui.widgets.memory import Hardware
+    from ietop.tui.widgets.memory import EngineProcess, Hardware
 
     nvml = Nvml()
     note = nvml.start()
@@ -92,7 +93,13 @@ def sample_forever(app: IetopApp, endpoints: list[tuple[str, str]], stop: thread
                     if found:
                         sample = sample_process(found[0])
                         processes.append((src, now, sample.rss_bytes, sample.alive))
-            hw = Hardware(host_memory(), nvml.sample(), note, pids, wired_limit)
+            engines = []
+            for pid, engine in pids.items():
+                sample = sample_process(pid)
+                if sample.alive:
+                    engines.append(EngineProcess(engine, pid, sample.rss_bytes, sample.cpu_percent,
+                                                 sample.create_time))
+            hw = Hardware(host_memory(), nvml.sample(), note, pids, wired_limit, tuple(engines))
             app.post_message(HardwareSampled(hw, processes))
             stop.wait(SAMPLE_S)
     finally:

@@ -20,8 +20,11 @@ class EnginesBar(Static):
         super().__init__("", **kwargs)  # type: ignore[arg-type]
         self.status = ""
 
-    def show(self, snap: Snapshot, status: str, discovered: set[str] | frozenset[str] = frozenset()) -> None:
-        """`discovered`: endpoints ietop guessed (default ports); shown only once they answer."""
+    def show(self, snap: Snapshot, status: str, discovered: set[str] | frozenset[str] = frozenset(),
+             started: dict[str, float] | None = None) -> None:
+        """`discovered`: endpoints ietop guessed (default ports); shown only once they answer.
+        `started`: engine → its process start time, when the process runs on this host (the real uptime;
+        otherwise the time since ietop first saw it up)."""
         self.status = status
         text = Text()
         engines = [e for e in snap.engines if e.endpoint not in discovered or e.state in ("up", "dead")]
@@ -39,8 +42,9 @@ class EnginesBar(Static):
             text.append(e.state, style=_STATE_STYLE.get(e.state, ""))
             if e.version:
                 text.append(f" v{clean(e.version)}")
-            if e.state == "up" and e.up_since is not None:
-                text.append(f" up {ago(e.up_since, snap.now)}", style="dim")
+            since = (started or {}).get(e.engine, e.up_since)
+            if e.state == "up" and since is not None:
+                text.append(f" up {ago(since, snap.now)}", style="dim")
             text.append(f" {clean(e.endpoint)}", style="dim")
             if e.state in ("down", "dead", "unknown") and e.detail:
                 text.append(f" ({clean(e.detail)})", style="red")

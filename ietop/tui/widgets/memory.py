@@ -19,6 +19,18 @@ from ietop.tui.format import bar, clean, size
 
 
 @dataclass(frozen=True, slots=True)
+class EngineProcess:
+    """An engine's server process on this host (found by its listening port)."""
+
+    engine: str
+    pid: int
+    rss_bytes: int | None
+    cpu_percent: float | None
+    started: float | None
+    """Process start time (epoch seconds): the engine's real uptime."""
+
+
+@dataclass(frozen=True, slots=True)
 class Hardware:
     """What the sampling worker last saw (posted to the app, shown here)."""
 
@@ -29,6 +41,7 @@ class Hardware:
     engine_pids: dict[int, str]
     """pid → engine, for naming GPU processes."""
     wired_limit: int | None = None
+    engines: tuple[EngineProcess, ...] = ()
 
 
 def _na(value: object, unit: str) -> str:
@@ -69,6 +82,9 @@ class MemoryPanel(Static):
             if hw.wired_limit:
                 swap += f"  GPU wired limit {size(hw.wired_limit)}"
             parts.append(Text(swap, style="bold red" if h.swap_used > (h.swap_total or 1) * 0.5 else "dim"))
+        for e in hw.engines:
+            cpu = "—" if e.cpu_percent is None else f"{e.cpu_percent:.0f}%"
+            parts.append(Text(f"{e.engine} pid {e.pid}: RSS {size(e.rss_bytes)}, CPU {cpu}", style="dim"))
         parts.extend(_breakdown(snap, hw))
         self.update(Group(*parts))
 

@@ -19,7 +19,7 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Input
 
-from ietop.feeds import Batch, Evidence, ReplayClock
+from ietop.feeds import Batch, Evidence, ProxyFeed, ReplayClock
 from ietop.model.live import LiveView
 from ietop.model.records import Ref
 from ietop.model.snapshot import WINDOWS, Snapshot
@@ -36,14 +36,18 @@ from ietop.tui.widgets.requests import COLUMNS, RequestsTable
 from ietop.tui.widgets.residency import ResidencyTable
 
 REFRESH_S = 0.5
+INFLIGHT = 4
+"""Event batches posted but not yet applied, across all feeds."""
 COMPACT_BELOW = 34
 """Terminal rows under which the events panel gives its room to the requests."""
 
 
 class EventsBatch(Message):
-    def __init__(self, batch: Batch) -> None:
+    def __init__(self, batch: Batch, counted: bool = True) -> None:
         super().__init__()
         self.batch = batch
+        self.counted = counted
+        """Holds one of the app's in-flight slots (released once applied)."""
 
 
 class HardwareSampled(Message):
@@ -97,9 +101,11 @@ class IetopApp(App[None]):
         self.paused = False
         self.snap: Snapshot | None = None
         self.hardware: Hardware | None = None
+        self._drawn_hardware: Hardware | None = None
         self.status = ""
         self.errors: list[str] = []
         self._stop = threading.Event()
+        self._inflight = threading.BoundedSemaphore(INFLIGHT)
         self._replay_done = False
         self.replay_held = False
 
@@ -139,10 +145,20 @@ class IetopApp(App[None]):
     # -- workers -------------------------------------------------------------------------------
     @work(thread=True, exit_on_error=False, description="feed")
     def _run_feed(self, feed: object) -> None:
-        feed.run(self.post_message_batch, self._stop)  # type: ignore[attr-defined]
+        post = self.post_measurement if isinstance(feed, ProxyFeed) else self.post_message_batch
+        feed.run(post, self._stop)  # type: ignore[attr-defined]
 
     def post_message_batch(self, batch: Batch) -> None:
+        """Called on a feed's thread. Blocks while INFLIGHT batches wait for the main thread: a replay at
+        full speed would otherwise queue the whole log in memory ahead of the store."""
+        while not self._inflight.acquire(timeout=0.25):
+            if self._stop.is_set():
+                return
         self.post_message(EventsBatch(batch))
+
+    def post_measurement(self, batch: Batch) -> None:
+        """The in-dashboard proxy posts from its event loop, which must never block (one item each)."""
+        self.post_message(EventsBatch(batch, counted=False))
 
     @work(exclusive=True, group="poll", exit_on_error=False, description="poll engines")
     async def _poll(self) -> None:
@@ -159,6 +175,8 @@ class IetopApp(App[None]):
     # -- messages (main thread: the only writer of the store) -----------------------------------
     def on_events_batch(self, message: EventsBatch) -> None:
         batch = message.batch
+        if message.counted:
+            self._inflight.release()
         apply = self.store.apply
         for src, t, event in batch.items:
             apply(src, t, event)
@@ -189,9 +207,9 @@ class IetopApp(App[None]):
         if self.paused and self.setup.clock is None and self.snap is not None:
             return
         snap = self.view.snapshot(self.now(), WINDOWS[self.window_index])
-        if snap is self.snap and self.hardware is None:
+        if snap is self.snap and self.hardware is self._drawn_hardware:
             return
-        self.snap = snap
+        self.snap, self._drawn_hardware = snap, self.hardware
         started = {e.engine: e.started for e in self.hardware.engines if e.started} if self.hardware else {}
         self.query_one(EnginesBar).show(snap, self._status_text(), self.setup.discovered, started)
         self.query_one(ResidencyTable).show(snap)

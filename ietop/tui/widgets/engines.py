@@ -6,7 +6,18 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ietop.model.snapshot import EngineRow, Snapshot
-from ietop.tui.format import ago, clean
+from ietop.tui.format import clean
+
+
+def uptime(seconds: float) -> str:
+    """Coarse on purpose: a header that changes every second costs a redraw every second."""
+    minutes = int(max(0.0, seconds) // 60)
+    if minutes < 1:
+        return "<1m"
+    if minutes < 60:
+        return f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours < 48 else f"{hours // 24}d"
 
 _STATE_STYLE = {"up": "bold green", "down": "bold red", "dead": "bold red", "log": "cyan", "unknown": "yellow"}
 
@@ -19,6 +30,7 @@ class EnginesBar(Static):
     def __init__(self, **kwargs: object) -> None:
         super().__init__("", **kwargs)  # type: ignore[arg-type]
         self.status = ""
+        self._shown: object = None
 
     def show(self, snap: Snapshot, status: str, discovered: set[str] | frozenset[str] = frozenset(),
              started: dict[str, float] | None = None) -> None:
@@ -44,14 +56,16 @@ class EnginesBar(Static):
                 text.append(f" v{clean(e.version)}")
             since = (started or {}).get(e.engine, e.up_since)
             if e.state == "up" and since is not None:
-                text.append(f" up {ago(since, snap.now)}", style="dim")
+                text.append(f" up {uptime(snap.now - since)}", style="dim")
             text.append(f" {clean(e.endpoint)}", style="dim")
             if e.state in ("down", "dead", "unknown") and e.detail:
                 text.append(f" ({clean(e.detail)})", style="red")
         if status:
             text.append("   ")
             text.append(status, style="reverse")
-        self.update(text)
+        if (text.plain, text.spans) != self._shown:
+            self._shown = (text.plain, text.spans)
+            self.update(text)
 
 
 def _fold_logs(rows: list[EngineRow]) -> list[EngineRow]:

@@ -20,7 +20,13 @@ _SOURCE_NOTE = {
 class LatencyPanel(Static):
     BORDER_TITLE = "Latency"
 
+    _shown: object = None
+
     def show(self, snap: Snapshot) -> None:
+        key = (snap.latency, snap.window_s)
+        if key == self._shown:
+            return  # redrawing an unchanged panel is most of an idle dashboard's CPU
+        self._shown = key
         self.border_title = f"Latency · last {snap.window_s / 60:.0f}m"
         table = Table(box=None, padding=(0, 1), show_edge=False)
         table.add_column("", no_wrap=True, min_width=4)

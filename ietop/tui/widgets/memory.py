@@ -51,7 +51,13 @@ def _na(value: object, unit: str) -> str:
 class MemoryPanel(Static):
     BORDER_TITLE = "Memory"
 
+    _shown: object = None
+
     def show(self, snap: Snapshot, hw: Hardware | None) -> None:
+        key = (hw, snap.log_gpus, tuple((r.model, r.size_bytes, r.vram_bytes) for r in snap.resident))
+        if key == self._shown:
+            return
+        self._shown = key
         parts: list[Text] = []
         if hw is None:  # replay: not this host's hardware; what the log says about its devices instead
             hw = Hardware(None, (), None if snap.log_gpus else "replay: no device in the log", {})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
 from ietop.model.snapshot import ResidentRow, Snapshot
@@ -25,20 +26,36 @@ def _ctx(row: ResidentRow) -> Text:
 class ResidencyTable(DataTable[object]):
     BORDER_TITLE = "Residency"
 
+    _shown: object = None
+
     def on_mount(self) -> None:
         self.cursor_type = "row"
 
     def show(self, snap: Snapshot) -> None:
+        rows = [self._cells(r, snap.now) for r in snap.resident]
+        key = [[(c.plain, c.style) for c in row] for row in rows]
+        if key == self._shown:
+            return  # unchanged: keep the table (and its cursor) as it is
+        old, self._shown = self._shown, key
+        if isinstance(old, list) and len(old) == len(key) and rows:
+            # Same rows, some cells changed (the keep-alive countdown ticks): update only those cells.
+            for y, (was, now_row) in enumerate(zip(old, key, strict=True)):
+                for x, (a, b) in enumerate(zip(was, now_row, strict=True)):
+                    if a != b:
+                        self.update_cell_at(Coordinate(y, x), rows[y][x], update_width=True)
+            return
         # Columns too: their widths only grow, and a long blob name seen once would keep them wide.
         self.clear(columns=True)
         self.add_columns(*COLUMNS)
-        if not snap.resident:
+        if not rows:
             self.add_row(safe("nothing resident", "dim"), *(Text("") for _ in COLUMNS[1:]))
-            return
-        for r in snap.resident:
-            vram = bar(r.vram_bytes, r.size_bytes, 4) + Text(f" {size(r.vram_bytes)}") if r.vram_bytes else Text("—")
-            self.add_row(safe(r.model, "bold"), Text(size(r.size_bytes)), vram, _ctx(r),
-                         Text(countdown(r.expires_at, snap.now)), Text(str(r.loads)),
-                         Text(str(r.evictions), style="bold red" if r.evictions else ""), Text(secs(r.last_load_s)),
-                         Text(ago(r.loaded_since, snap.now) if r.loaded_since else "—"),
-                         Text("—" if r.parallel is None else str(r.parallel)), safe(r.engine), safe(r.source, "dim"))
+        for row in rows:
+            self.add_row(*row)
+
+    @staticmethod
+    def _cells(r: ResidentRow, now: float) -> list[Text]:
+        vram = bar(r.vram_bytes, r.size_bytes, 4) + Text(f" {size(r.vram_bytes)}") if r.vram_bytes else Text("—")
+        return [safe(r.model, "bold"), Text(size(r.size_bytes)), vram, _ctx(r), Text(countdown(r.expires_at, now)),
+                Text(str(r.loads)), Text(str(r.evictions), style="bold red" if r.evictions else ""),
+                Text(secs(r.last_load_s)), Text(ago(r.loaded_since, now) if r.loaded_since else "—"),
+                Text("—" if r.parallel is None else str(r.parallel)), safe(r.engine), safe(r.source, "dim")]

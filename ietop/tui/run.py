@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-from ietop.discover import Plan
 from ietop.feeds import CommandFeed, Evidence, ProxyFeed, ReplayClock, ReplayFeed, TailFeed
 from ietop.model.live import LiveView
 from ietop.model.store import Store
 from ietop.tui.app import IetopApp, Setup
+
+if TYPE_CHECKING:
+    from ietop.discover import Plan
 
 
 def new_store() -> tuple[Store, LiveView, Evidence]:

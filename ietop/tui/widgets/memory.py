@@ -7,15 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
 from ietop.model.snapshot import Snapshot
-from ietop.sources.gpu import GpuSample
-from ietop.sources.host import HostMemory
 from ietop.tui.format import bar, clean, size
+
+if TYPE_CHECKING:  # psutil and NVML load in the sampling worker, not before the first frame
+    from ietop.sources.gpu import GpuSample
+    from ietop.sources.host import HostMemory
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,8 @@ class Batch:
     held: bool = False
     """Replay: the clock was paused at `--until` (the screen shows that moment)."""
     error: str | None = None
+    note: str | None = None
+    """Something to tell the user that is not a failure (a piped log ended)."""
     lines: dict[int, int] = field(default_factory=dict)
     """Lines read so far, per source."""
 
@@ -288,7 +290,11 @@ class CommandFeed:
                             texts.append((text, None))
                     post(Batch(self.tail.parse(texts), lines={self.tail.src: self.tail.n}))
                 elif self.lines.exited is not None:
-                    post(Batch([], error=f"{self.tail.name}: stream ended (exit {self.lines.exited})"))
+                    code = self.lines.exited
+                    if code == 0:
+                        post(Batch([], note=f"{self.tail.name}: the stream ended"))
+                    else:
+                        post(Batch([], error=f"{self.tail.name}: stream ended (exit {code})"))
                     return
         finally:
             self.lines.stop()

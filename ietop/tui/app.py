@@ -185,6 +185,8 @@ class IetopApp(App[None]):
         if batch.error:
             self.errors.append(batch.error)
             self.notify(batch.error, severity="error", timeout=10)
+        if batch.note:
+            self.notify(batch.note, timeout=5)
         if batch.done and self.setup.clock is not None:
             self._replay_done = True
         if batch.held:

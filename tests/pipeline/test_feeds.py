@@ -96,7 +96,7 @@ def test_command_feed_reads_a_real_process() -> None:
     store = Store(ListSink())
     feed = CommandFeed(store, "cmd", "ollama", Evidence(), CommandLines(argv))
     batches = _drain(feed)
-    assert batches[-1].error is not None and "exit 0" in batches[-1].error
+    assert batches[-1].error is None and batches[-1].note == "cmd: the stream ended"
     assert feed.tail.n == len(text.splitlines())
     assert sum(len(b.items) for b in batches) > 0
 
@@ -105,3 +105,9 @@ def test_command_feed_missing_command_is_one_line() -> None:
     feed = CommandFeed(Store(ListSink()), "x", "ollama", Evidence(), CommandLines(["no-such-command-ietop"]))
     batches = _drain(feed)
     assert len(batches) == 1 and batches[0].error and "\n" not in batches[0].error
+
+
+def test_command_feed_reports_a_failing_command_as_an_error() -> None:
+    argv = [sys.executable, "-c", "import sys; print('x'); sys.exit(3)"]
+    batches = _drain(CommandFeed(Store(ListSink()), "cmd", "ollama", Evidence(), CommandLines(argv)))
+    assert batches[-1].error == "cmd: stream ended (exit 3)"

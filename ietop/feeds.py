@@ -11,7 +11,6 @@ from __future__ import annotations
 import heapq
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -55,19 +54,19 @@ class Evidence:
 
     def __init__(self, keep: int = EVIDENCE_KEEP) -> None:
         self.keep = keep
-        self._lines: dict[int, dict[int, str]] = {}
-        self._order: dict[int, deque[int]] = {}
+        self._rings: dict[int, list[tuple[int, str] | None]] = {}
 
     def remember(self, src: int, line: int, text: str) -> None:
-        lines = self._lines.setdefault(src, {})
-        order = self._order.setdefault(src, deque())
-        lines[line] = text
-        order.append(line)
-        if len(order) > self.keep:
-            lines.pop(order.popleft(), None)
+        # A ring indexed by line number: one store per line on the ingest path, no eviction bookkeeping.
+        ring = self._rings.get(src)
+        if ring is None:
+            ring = self._rings[src] = [None] * self.keep
+        ring[line % self.keep] = (line, text)
 
     def lookup(self, src: int, line: int) -> str | None:
-        return self._lines.get(src, {}).get(line)
+        ring = self._rings.get(src)
+        slot = ring[line % self.keep] if ring is not None else None
+        return slot[1] if slot is not None and slot[0] == line else None
 
 
 class ReplayClock:
@@ -217,23 +216,31 @@ class TailParse:
         self.evidence = evidence
         self.n = 0
         self._last_t = 0.0
+        self._last_ts: datetime | None = None
 
     def parse(self, texts: Iterable[tuple[str, datetime | None]]) -> list[Item]:
         """(raw text, a time the transport gave, e.g. journald's) → items."""
         items: list[Item] = []
         parser, src, remember = self.parser, self.src, self.evidence.remember
+        last_ts, last_t = self._last_ts, self._last_t
+        n = self.n
         for text, given_ts in texts:
-            self.n += 1
+            n += 1
             st = strip_envelope(text)
             if not st.text:
                 continue
-            events = parser.parse(self.n, st.text, st.ts or given_ts)
+            events = parser.parse(n, st.text, st.ts or given_ts)
             if events:
-                remember(src, self.n, text)
+                remember(src, n, text)
             for event in events:
-                if event.ts is not None:
-                    self._last_t = max(self._last_t, epoch(event.ts))
-                items.append((src, self._last_t, event))
+                ts = event.ts
+                if ts is not None and ts is not last_ts:  # access lines of one second share one object
+                    last_ts = ts
+                    t = epoch(ts)
+                    if t > last_t:
+                        last_t = t
+                items.append((src, last_t, event))
+        self.n, self._last_ts, self._last_t = n, last_ts, last_t
         return items
 
 

@@ -7,6 +7,15 @@ response is read with ``aiter_raw()`` (bytes as the upstream sent them, compress
 is handed to the server as soon as it arrives; the measuring (``parsers.stream.StreamMeter``) sees the
 same chunk only after it has been sent on, so it never delays the client.
 
+The upstream is spoken to through ``httpcore`` (httpx's own transport: the same connection pool, h11
+parser and timeouts) rather than an ``httpx.AsyncClient``: the client's layer on top (request and response
+models, URL normalisation, default headers, cookies, auth, redirects, event hooks) did nothing a proxy wants
+and cost ~2/3 of the latency the proxy added. What httpx did for us that httpcore does not is done here:
+``Host`` is the upstream's, and the body's framing (``Content-Length`` for a body read whole,
+``Transfer-Encoding: chunked`` for a streamed one of unknown length) is set for what is actually sent.
+An injected ``httpx.AsyncClient`` (``make_app(client=...)``: tests, in-process transports) is still used
+as such.
+
 What the client sees when things go wrong, and what gets recorded (``ProxyRequest.error``):
 
 - upstream refuses or cannot be reached: 502 and a one-line JSON body; "upstream down";
@@ -28,7 +37,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import quote
 
+import httpcore
 import httpx
 
 from parsers.events import ProxyRequest
@@ -58,6 +69,13 @@ HOP_BY_HOP = frozenset(
 """Headers that describe one connection, not the message (RFC 9110 §7.6.1): never forwarded."""
 _NOT_FORWARDED_UP = HOP_BY_HOP | {b"host", b"expect"}
 """Host is the upstream's; ``Expect: 100-continue`` was already answered by the server in front of us."""
+_FRAMING = frozenset({b"content-length", b"transfer-encoding"})
+_UPSTREAM_ERRORS = (httpx.HTTPError, httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError,
+                    httpcore.UnsupportedProtocol, httpcore.ProxyError)
+"""What a failing upstream raises: httpcore's own exceptions (the default path) or httpx's (an injected client)."""
+_TIMEOUTS = (httpx.TimeoutException, httpcore.TimeoutException)
+_CONNECT_ERRORS = (httpx.ConnectError, httpcore.ConnectError)
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _STREAM_UP_ABOVE = 1 << 20
 """Request bodies larger than this on unmeasured paths (Ollama blob uploads are GBs) are streamed to the
 upstream instead of read first. Measured requests are read whole: their body is a prompt, and the meter
@@ -66,6 +84,17 @@ needs its ``model`` and ``stream`` fields."""
 
 class _ClientGone(Exception):
     """The client disconnected while its request body was being forwarded."""
+
+
+@dataclasses.dataclass(slots=True)
+class _Upstream:
+    """The upstream's answer, whichever client got it: status and headers in, the body still to read."""
+
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    chunks: AsyncIterator[bytes]
+    """The body's bytes as the upstream sent them (not decompressed)."""
+    aclose: Callable[[], Awaitable[None]]
 
 
 @dataclasses.dataclass(slots=True)
@@ -89,6 +118,31 @@ def _connection_tokens(headers: list[tuple[bytes, bytes]]) -> set[bytes]:
 def _request_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     drop = _NOT_FORWARDED_UP | _connection_tokens(raw)
     return [(k, v) for k, v in raw if k.lower() not in drop]
+
+
+def _framed(headers: list[tuple[bytes, bytes]], method: str, content: bytes | AsyncIterator[bytes] | None,
+            had_length: bool) -> list[tuple[bytes, bytes]]:
+    """``headers`` with the framing of the body as it is sent on (what httpx's request model used to add).
+
+    A body read whole gets its real ``Content-Length`` (the client may have sent it chunked); none at all gets
+    ``Content-Length: 0`` where the method expects a body or the client sent one. A streamed body keeps the
+    client's ``Content-Length``, or is sent chunked when the client did not give one.
+    """
+    if isinstance(content, bytes) or content is None:
+        kept = [(k, v) for k, v in headers if k.lower() not in _FRAMING]
+        if content or had_length or method in _BODY_METHODS:
+            kept.append((b"content-length", str(len(content or b"")).encode()))
+        return kept
+    if any(k.lower() == b"content-length" for k, _ in headers):
+        return headers
+    return [*headers, (b"transfer-encoding", b"chunked")]
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+    for k, v in headers:
+        if k.lower() == name:
+            return v.decode("latin-1")
+    return None
 
 
 def _response_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
@@ -142,11 +196,11 @@ async def _wait_disconnect(receive: Receive, body_done: asyncio.Event) -> None:
             return
 
 
-def _upstream_failure(exc: httpx.HTTPError) -> tuple[int, str, str]:
+def _upstream_failure(exc: Exception) -> tuple[int, str, str]:
     """(status for the client, recorded error, detail for the body) for a failure before any response."""
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, _TIMEOUTS):
         return 504, "upstream timeout", "upstream timeout"
-    if isinstance(exc, httpx.ConnectError):
+    if isinstance(exc, _CONNECT_ERRORS):
         return 502, "upstream down", "upstream down (connection failed)"
     return 502, "upstream error", f"upstream error ({type(exc).__name__})"
 
@@ -166,38 +220,45 @@ class ProxyApp:
         url = httpx.URL(upstream)
         if url.scheme not in ("http", "https") or not url.host:
             raise ValueError(f"upstream must be an http(s) URL with a host, not {upstream!r}")
-        self.upstream = str(url.copy_with(query=None, fragment=None)).rstrip("/")
+        base = url.copy_with(query=None, fragment=None)
+        self.upstream = str(base).rstrip("/")
+        self._scheme = base.raw_scheme
+        self._host = base.raw_host
+        self._port = base.port
+        self._netloc = base.netloc
+        self._prefix = base.raw_path.rstrip(b"/")
+        self._origin = str(base.copy_with(raw_path=b"/")).rstrip("/")
         self._on_request = on_request
         self._client = client
-        self._own_client = client is None
-        self._timeout = httpx.Timeout(timeout)
+        self._pool: httpcore.AsyncConnectionPool | None = None
+        self._extensions = {"timeout": {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}}
         self._callback_failed = False
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def _get_client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            # Created lazily, inside the server's event loop. No env proxies (a local engine must not be
-            # sent through $HTTP_PROXY) and no connection cap (a cap would queue streams behind each other).
-            self._client = httpx.AsyncClient(
-                timeout=self._timeout,
-                trust_env=False,
-                follow_redirects=False,
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=100),
-            )
-        return self._client
+    def _get_pool(self) -> httpcore.AsyncConnectionPool:
+        if self._pool is None:
+            # Created lazily, inside the server's event loop. httpcore never reads $HTTP_PROXY (a local engine
+            # must not be sent through a proxy), and no connection cap (a cap would queue streams behind each
+            # other). The limits are httpx's defaults but the cap; TLS is verified as httpx does it.
+            ssl_context = httpx.create_ssl_context(trust_env=False) if self._scheme == b"https" else None
+            self._pool = httpcore.AsyncConnectionPool(ssl_context=ssl_context, max_connections=None,
+                                                      max_keepalive_connections=100, keepalive_expiry=5.0)
+        return self._pool
 
     async def aclose(self) -> None:
-        """Close the upstream client if this app created it (the lifespan shutdown does this)."""
-        if self._own_client and self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
+        """Close the upstream connections if this app opened them (the lifespan shutdown does this); an
+        injected client is the caller's to close."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.aclose()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                self._get_client()  # now, not on the first request: building its SSL context takes ~0.1 s
+                if self._client is None:
+                    self._get_pool()  # now, not on the first request: an https upstream's SSL context takes ~0.1 s
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await self.aclose()
@@ -236,6 +297,8 @@ class ProxyApp:
             if measured:
                 self._record(StreamMeter(path, b"", None, t0, method=method), wall, None, "client disconnected")
             return
+        had_length = any(k.lower() in _FRAMING for k, _ in raw_headers)
+        headers = [(b"host", self._netloc), *_framed(headers, method, content, had_length)]
 
         forward = asyncio.ensure_future(self._forward(scope, method, headers, content, body, t0, measured, state, send))
         watch = asyncio.ensure_future(_wait_disconnect(receive, body_done))
@@ -276,31 +339,32 @@ class ProxyApp:
                     return True
         return False
 
-    def _build(self, scope: Scope, method: str, headers: list[tuple[bytes, bytes]],
-               content: bytes | AsyncIterator[bytes] | None) -> httpx.Request:
-        client = self._get_client()
-        target = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
-        query = scope.get("query_string") or b""
-        url = self.upstream + target + ("?" + query.decode("latin-1") if query else "")
-        request = client.build_request(method, url, headers=headers, content=content, timeout=self._timeout)
-        # The client's own default headers (Accept, Accept-Encoding, User-Agent) must not be added to a
-        # request that did not carry them: an added Accept-Encoding could make the upstream compress.
-        sent = {k.decode("latin-1").lower() for k, _ in headers}
-        for name in client.headers:
-            if name.lower() not in sent and name.lower() != "connection" and name in request.headers:
-                del request.headers[name]
-        return request
+    async def _open(self, scope: Scope, method: str, headers: list[tuple[bytes, bytes]],
+                    content: bytes | AsyncIterator[bytes] | None) -> _Upstream:
+        """Send the request on; returns once the upstream's status and headers are in."""
+        raw_path: bytes = scope.get("raw_path") or quote(scope["path"]).encode("ascii")
+        query: bytes = scope.get("query_string") or b""
+        target = self._prefix + raw_path + (b"?" + query if query else b"")
+        if self._client is not None:
+            request = httpx.Request(method, self._origin + target.decode("latin-1"), headers=headers,
+                                    content=content, extensions=self._extensions)
+            response = await self._client.send(request, stream=True)
+            return _Upstream(response.status_code, response.headers.raw, response.aiter_raw(), response.aclose)
+        url = httpcore.URL(scheme=self._scheme, host=self._host, port=self._port, target=target)
+        answer = await self._get_pool().handle_async_request(
+            httpcore.Request(method, url, headers=headers, content=content, extensions=self._extensions))
+        return _Upstream(answer.status, answer.headers, answer.aiter_stream(), answer.aclose)
 
     async def _forward(self, scope: Scope, method: str, headers: list[tuple[bytes, bytes]],
                        content: bytes | AsyncIterator[bytes] | None, body: bytes, t0: float, measured: bool,
                        state: _Exchange, send: Send) -> None:
         path: str = scope["path"]
         try:
-            response = await self._get_client().send(self._build(scope, method, headers, content), stream=True)
+            response = await self._open(scope, method, headers, content)
         except _ClientGone:
             state.error = "client disconnected"
             return
-        except httpx.HTTPError as exc:
+        except _UPSTREAM_ERRORS as exc:
             status, state.error, detail = _upstream_failure(exc)
             state.status = status
             log.debug("upstream request failed: %r", exc)
@@ -310,13 +374,13 @@ class ProxyApp:
             return
         try:
             if measured:
-                state.meter = StreamMeter(path, body, response.headers.get("content-type"), t0, method=method,
-                                          content_encoding=response.headers.get("content-encoding"))
+                state.meter = StreamMeter(path, body, _header(response.headers, b"content-type"), t0, method=method,
+                                          content_encoding=_header(response.headers, b"content-encoding"))
             meter = state.meter
-            await send({"type": "http.response.start", "status": response.status_code,
-                        "headers": _response_headers(response.headers.raw)})
-            state.status = response.status_code
-            async for chunk in response.aiter_raw():
+            await send({"type": "http.response.start", "status": response.status,
+                        "headers": _response_headers(response.headers)})
+            state.status = response.status
+            async for chunk in response.chunks:
                 t = time.perf_counter()
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 if meter is not None:
@@ -324,10 +388,10 @@ class ProxyApp:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             state.t_end = time.perf_counter()
             state.complete = True
-        except httpx.HTTPError as exc:
+        except _UPSTREAM_ERRORS as exc:
             # Mid-body: the status is sent, so end without completing the response; the server then
             # closes the connection and the client sees a cut body rather than a short "complete" one.
-            state.error = "upstream timeout" if isinstance(exc, httpx.TimeoutException) else "upstream error"
+            state.error = "upstream timeout" if isinstance(exc, _TIMEOUTS) else "upstream error"
             log.debug("upstream failed mid-response: %r", exc)
         except OSError:  # ASGI servers may raise on send once the client is gone
             state.error = "client disconnected"
@@ -359,8 +423,10 @@ def make_app(
         upstream: base URL of the engine, e.g. ``http://127.0.0.1:11434``; a path prefix is kept.
         on_request: called once per measured request (POST to an inference path) with its measurement,
             ``ts`` set to the request's arrival (UTC); runs on the event loop, so it must be quick.
-        client: the httpx client to forward with (its transport, pool and defaults); by default one is
-            created on first use and closed at lifespan shutdown (or by ``aclose``).
+        client: an httpx client to forward with (its transport and pool; requests go out through its
+            ``send``, so its default headers, cookies and auth are not added); by default the app forwards
+            through its own ``httpcore`` connection pool, created on first use and closed at lifespan shutdown
+            (or by ``aclose``). An injected client is the caller's to close.
         timeout: seconds to wait for the upstream to connect, answer, or send the next chunk.
     """
     return ProxyApp(upstream, on_request, client=client, timeout=timeout)

@@ -125,10 +125,10 @@ def _outermost(pids: set[int], port: int) -> set[int]:
     for pid in pids:
         top = pid
         try:
+            # Every ancestor, not only the parent: a fork of a fork may sit between the two holders.
             for parent in psutil.Process(pid).parents():
-                if not _listens(parent, port):
-                    break
-                top = parent.pid
+                if parent.pid > 1 and _listens(parent, port):
+                    top = parent.pid
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
         kept.add(top)

@@ -30,6 +30,20 @@ from ietop.sources.http import get
 pytestmark = pytest.mark.e2e
 
 
+def holder_report(pid: int | None, server_pid: int) -> str:
+    """Who ietop found on the server's port instead of the server (CI saw this twice; keep the facts)."""
+    import psutil
+
+    if pid is None:
+        return "no process found on the port"
+    try:
+        proc = psutil.Process(pid)
+        return (f"found pid {pid} (ppid {proc.ppid()}, ancestors {[p.pid for p in proc.parents()]}, "
+                f"cmdline {proc.cmdline()[:4]}) instead of the server {server_pid}")
+    except psutil.Error as exc:
+        return f"found pid {pid}, gone: {exc!r}"
+
+
 def poll_health(store: Store, url: str) -> None:
     async def once() -> None:
         async with httpx.AsyncClient(trust_env=False) as client:
@@ -60,7 +74,8 @@ def follow_run(server: MlxServer, log_path: Path, second_model: str) -> tuple[li
     while worker.is_alive():
         live.pump()
         # As the dashboard does: the process is found by its listening port, not told.
-        assert sample_engine_process(store, live.src, datetime.now().astimezone(), port=server.port) == server.pid
+        found = sample_engine_process(store, live.src, datetime.now().astimezone(), port=server.port)
+        assert found == server.pid, holder_report(found, server.pid)
         time.sleep(0.05)
     worker.join()
     if failure:

@@ -113,7 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "analyze":
             return _analyze(args)
         if args.command == "demo":
-            return _report(demo_paths()) if args.report else _replay(demo_paths(), args.speed, None, "ietop demo")
+            # The 15-minute window: the incident's requests stay in view after its last minutes of quiet.
+            return _report(demo_paths()) if args.report else _replay(demo_paths(), args.speed, None, "ietop demo",
+                                                                     window_index=2)
         if args.command == "replay":
             return _replay(args.paths, args.speed, args.engine, "ietop replay", args.paused, args.until)
         if args.command == "proxy":
@@ -224,7 +226,7 @@ def demo_paths() -> list[str]:
 
 
 def _replay(paths: Sequence[str], speed: float, engine: str | None, title: str, paused: bool = False,
-            until_text: str | None = None) -> int:
+            until_text: str | None = None, window_index: int = 1) -> int:
     from ietop.pipeline import FormatError, SourceError, parse_time_arg
 
     try:
@@ -239,7 +241,7 @@ def _replay(paths: Sequence[str], speed: float, engine: str | None, title: str, 
     from ietop.tui.run import replay_app
 
     try:
-        app = replay_app(paths, speed, engine, title=title, paused=paused, until=until)
+        app = replay_app(paths, speed, engine, title=title, paused=paused, until=until, window_index=window_index)
     except (SourceError, FormatError) as exc:
         print(f"ietop: error: {exc}", file=sys.stderr)
         return EXIT_RUNTIME

@@ -73,6 +73,8 @@ class Setup:
     hardware: bool = True
     title: str = "ietop"
     poll_interval: float = 2.0
+    window_index: int = 1
+    """Index into WINDOWS the latency and hint panels start with (1: 5 minutes)."""
 
 
 class IetopApp(App[None]):
@@ -97,7 +99,7 @@ class IetopApp(App[None]):
     def __init__(self, store: Store, view: LiveView, evidence: Evidence, setup: Setup) -> None:
         super().__init__()
         self.store, self.view, self.evidence, self.setup = store, view, evidence, setup
-        self.window_index = 1
+        self.window_index = setup.window_index
         self.paused = False
         self.snap: Snapshot | None = None
         self.hardware: Hardware | None = None
@@ -189,6 +191,8 @@ class IetopApp(App[None]):
             self.notify(batch.note, timeout=5)
         if batch.done and self.setup.clock is not None:
             self._replay_done = True
+            # The log is over: stop the clock at its last line, or windows would drift past it at N×.
+            self.setup.clock.pause(at=self.store.now)
         if batch.held:
             self.replay_held = True
 

@@ -26,14 +26,15 @@ def new_store() -> tuple[Store, LiveView, Evidence]:
 
 
 def replay_app(paths: Sequence[str], speed: float, engine: str | None = None, *, title: str = "ietop replay",
-               hardware: bool = False, paused: bool = False, until: float | None = None) -> IetopApp:
+               hardware: bool = False, paused: bool = False, until: float | None = None,
+               window_index: int = 1) -> IetopApp:
     """Raises FormatError/SourceError (one line) for a file that cannot be replayed."""
     store, view, evidence = new_store()
     clock = ReplayClock(speed)
     if paused:
         clock.toggle_pause()
     feed = ReplayFeed(store, paths, clock, evidence, engine, until)
-    setup = Setup(feeds=[feed], clock=clock, hardware=hardware, title=title)
+    setup = Setup(feeds=[feed], clock=clock, hardware=hardware, title=title, window_index=window_index)
     return IetopApp(store, view, evidence, setup)
 
 

@@ -82,7 +82,10 @@ def sample_forever(app: IetopApp, endpoints: list[tuple[str, str]], stop: thread
     try:
         while not stop.is_set():
             pids: dict[int, str] = {}
+            answering = {_port(st.endpoint) for st in list(app.store.engines.values()) if st.state in ("up", "dead")}
             for port, engine in ports.items():
+                if port not in answering:
+                    continue  # nothing listens: skip the system-wide connection scan (idle CPU)
                 for pid in find_processes(port=port):
                     pids[pid] = engine
             processes: list[tuple[int, float, int | None, bool]] = []

@@ -8,16 +8,15 @@ No Textual here: the callback is `post` for the app, a list append for tests and
 
 from __future__ import annotations
 
-import heapq
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from ietop.model.store import Store
-from ietop.pipeline import SCRAPE, FileInput, _file_year, _scrape_event, epoch, file_events, make_parser, sniff
+from ietop.pipeline import FileInput, epoch, make_parser, merged_events, open_inputs
 from parsers.envelope import strip_envelope
 from parsers.events import Event
 
@@ -166,24 +165,14 @@ class ReplayFeed:
         self.until = until
         """Pause the replay at this time (`--until`): the screen then shows that moment."""
         self.evidence = evidence
-        self.inputs: list[FileInput] = []
-        for path in paths:  # sniff now, on the caller's thread: a bad file is a one-line error at start
-            found = sniff(path, engine)
-            src = store.add_source(path, "vllm" if found == SCRAPE else found)
-            self.inputs.append(FileInput(path, found, make_parser(found, _file_year(path)), src))
-
-    def _merged(self) -> Iterator[tuple[float, int, int, Event]]:
-        streams = [_scrape_event(i) if i.engine == SCRAPE else file_events(i, self.evidence.remember)
-                   for i in self.inputs]
-        if len(streams) == 1:
-            return streams[0]
-        return heapq.merge(*streams, key=lambda x: (x[0], x[1], x[2]))
+        # Sniffed now, on the caller's thread: a bad file is a one-line error before the screen opens.
+        self.inputs: list[FileInput] = open_inputs(store, paths, engine)
 
     def run(self, post: Post, stop: threading.Event) -> None:
         items: list[Item] = []
         last_post = time.monotonic()
         try:
-            for t, src, _seq, event in self._merged():
+            for t, src, _seq, event in merged_events(self.inputs, self.evidence.remember):
                 t = t if t != float("-inf") else 0.0
                 if self.until is not None and t > self.until:
                     self.clock.pause(at=self.until)

@@ -215,6 +215,26 @@ def file_events(inp: FileInput, remember: Callable[[int, int, str], None] | None
     inp.lines = n
 
 
+def open_inputs(store: Store, paths: Iterable[str], engine: str | None = None) -> list[FileInput]:
+    """Sniff each file (engine and era), register it as a store source, give it a parser.
+    Raises SourceError/FormatError: a file that cannot be read is a one-line error before any work."""
+    inputs: list[FileInput] = []
+    for path in paths:
+        found = sniff(path, engine)
+        src = store.add_source(path, "vllm" if found == SCRAPE else found)
+        inputs.append(FileInput(path, found, make_parser(found, _file_year(path)), src))
+    return inputs
+
+
+def merged_events(inputs: list[FileInput], remember: Callable[[int, int, str], None] | None = None,
+                  ) -> Iterator[tuple[float, int, int, Event]]:
+    """The events of all inputs merged by time (`heapq.merge` holds one pending event per file)."""
+    streams = [_scrape_event(inp) if inp.engine == SCRAPE else file_events(inp, remember) for inp in inputs]
+    if len(streams) == 1:
+        return streams[0]
+    return heapq.merge(*streams, key=lambda x: (x[0], x[1], x[2]))
+
+
 def run_files(
     store: Store,
     paths: Iterable[str],
@@ -223,17 +243,9 @@ def run_files(
     until: float | None = None,
 ) -> list[FileInput]:
     """Analyze files into `store`; returns the inputs (with line counts). Raises SourceError/FormatError."""
-    inputs: list[FileInput] = []
-    for path in paths:
-        found = sniff(path, engine)
-        src = store.add_source(path, "vllm" if found == SCRAPE else found)
-        inputs.append(FileInput(path, found, make_parser(found, _file_year(path)), src))
-    streams = [_scrape_event(inp) if inp.engine == SCRAPE else file_events(inp) for inp in inputs]
-    merged: Iterable[tuple[float, int, int, Event]] = (
-        streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda x: (x[0], x[1], x[2]))
-    )
+    inputs = open_inputs(store, paths, engine)
     apply = store.apply
-    for t, src, _seq, event in merged:
+    for t, src, _seq, event in merged_events(inputs):
         if (since is not None and t < since) or (until is not None and t > until):
             continue
         apply(src, t if t != float("-inf") else 0.0, event)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from textual.pilot import Pilot
@@ -50,3 +51,37 @@ async def replay_settled(pilot: Pilot[None]) -> None:
     await pilot.pause()
     app.refresh_view()
     await pilot.pause()
+
+
+# The steps to each screen the snapshot tests and screenshots/regenerate.py show: one definition for both.
+async def open_slowest_request(pilot: Pilot[None]) -> None:
+    from ietop.tui.widgets.requests import RequestsTable
+
+    await replay_settled(pilot)
+    table = pilot.app.query_one(RequestsTable)
+    table.sort_by("total")
+    table.show(pilot.app.snap, force=True)  # type: ignore[attr-defined]
+    table.focus()
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+async def open_first_hint(pilot: Pilot[None]) -> None:
+    from ietop.tui.widgets.hints import HintsTable
+
+    await replay_settled(pilot)
+    pilot.app.query_one(HintsTable).focus()
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+async def open_timeline(pilot: Pilot[None]) -> None:
+    await replay_settled(pilot)
+    await pilot.press("t")
+    await pilot.pause()
+
+
+Step = Callable[[Pilot[None]], Awaitable[None]]
+SCREENS: dict[str, Step] = {"dashboard": replay_settled, "request-detail": open_slowest_request, "hint-detail": open_first_hint,
+           "timeline": open_timeline}
+"""Screen name → the steps that reach it from a replay of the incident stopped at MOMENT."""

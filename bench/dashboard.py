@@ -419,8 +419,10 @@ def ingest_baseline(path: Path) -> dict[str, Any]:
 def ingest_ietop(path: Path) -> dict[str, Any]:
     """TailFeed from the start, driven without threads: read -> parse -> store.apply until nothing is left."""
     from ietop.feeds import Evidence, TailFeed
+    from ietop.runtime import tune_gc
     from ietop.tui.run import new_store
 
+    tune_gc()  # what every ietop command does at start (ietop/cli.py)
     store, _view, _evidence = new_store()
     feed = TailFeed(store, str(path), "ollama", Evidence(), from_start=True)
     tailer, tail, apply = feed.tailer, feed.tail, store.apply

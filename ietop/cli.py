@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from ietop import __version__
+from ietop.runtime import tune_gc
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
 
@@ -109,6 +110,7 @@ def _speed(text: str) -> float:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    tune_gc()
     try:
         if args.command == "analyze":
             return _analyze(args)

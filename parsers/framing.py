@@ -7,14 +7,14 @@ decoded once both halves are here.
 This is on the hot path of analysing multi-GB logs, so each chunk's run of complete
 lines is handled by C-level primitives (one ``decode``, one ``split``, ``map`` and
 ``accumulate`` for offsets); Python-level code runs per chunk, not per byte, and per
-line only for lines that are not pure ASCII or are over-long.
+line only for over-long lines.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from itertools import accumulate, compress, repeat
-from operator import add, not_
+from itertools import accumulate, repeat
+from operator import add
 from typing import NamedTuple, cast
 
 __all__ = ["Line", "LineSplitter", "split_lines"]
@@ -152,20 +152,16 @@ class LineSplitter:
 
     def _emit_region(self, region: bytes, off: int, out: list[Line]) -> None:
         """Emit the complete lines of ``region``, which ends with a newline."""
-        # Latin-1 maps each byte to one char, so splitting the latin-1 text gives the
-        # exact byte length of every line in C; only lines that are not pure ASCII
-        # (O(1) to check in CPython) are then re-decoded as UTF-8.
-        text = region.decode("latin-1")
+        # One decode of the whole region: "\n" is never part of a multi-byte sequence, and an invalid
+        # byte becomes one U+FFFD without swallowing a newline, so the split text lines are the split
+        # byte lines. Offsets need byte lengths: the char lengths when the text is pure ASCII (O(1)).
+        text = _decode(region)
         texts = text.split("\n")
         texts.pop()  # the region ends with "\n": the last piece is empty
-        lens = list(map(len, texts))
+        lens = list(map(len, texts if text.isascii() else region.split(b"\n")[:-1]))
         if "\r" in text:
             # Only a CR right before the newline is a line ending; any other CR is data.
-            texts = text.replace("\r\n", "\n").split("\n")
-            texts.pop()
-        if not text.isascii():
-            for i in compress(range(len(texts)), map(not_, map(str.isascii, texts))):
-                texts[i] = _decode(texts[i].encode("latin-1"))
+            texts = [t[:-1] if t[-1:] == "\r" else t for t in texts]
         starts = list(accumulate(map(add, lens, repeat(1)), initial=off))
         lines = list(map(_new, repeat(Line), zip(starts, texts, repeat(False))))
         limit = self._max

@@ -14,14 +14,14 @@ from datetime import datetime, timedelta, timezone
 # slog text handler: time=… level=… source=file.go:N msg=… attrs…  (source is absent in a few builds)
 SLOG_RE = re.compile(
     r'time=(?P<time>\S+) level=(?P<level>[A-Z]+(?:[+-]\d+)?)(?: source=(?P<source>\S+))? '
-    r'msg=(?P<msg>"(?:[^"\\]|\\.)*"|\S*) ?(?P<attrs>.*)$'
+    r'msg=(?P<msg>"[^"\\]*(?:\\.[^"\\]*)*"|\S*) ?(?P<attrs>.*)$'
 )
 # Go std log: 2024/06/02 18:43:45 routes.go:1007: [INFO ]message
 GOLOG_RE = re.compile(
     r"(?P<date>\d{4}/\d{2}/\d{2}) (?P<clock>\d{2}:\d{2}:\d{2}) (?P<file>[\w.]+\.go):(?P<line>\d+): "
     r"(?:(?P<level>INFO|WARN|ERROR|DEBUG) )?(?P<msg>.*)$"
 )
-_ATTR_RE = re.compile(r'("(?:[^"\\]|\\.)*"|[^\s=]+)=("(?:[^"\\]|\\.)*"|\S*)')
+_ATTR_RE = re.compile(r'("[^"\\]*(?:\\.[^"\\]*)*"|[^\s=]+)=("[^"\\]*(?:\\.[^"\\]*)*"|\S*)')
 _DURATION_PART_RE = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|µs|μs|ns|m|s)")
 _DURATION_FULL_RE = re.compile(r"-?(?:\d+(?:\.\d+)?(?:h|ms|us|µs|μs|ns|m|s))+")
 _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ns": 1e-9}
@@ -62,7 +62,7 @@ def parse_go_duration(text: str) -> float | None:
 
 
 _SCALE_BEFORE_S = {"m": 1e-3, "µ": 1e-6, "u": 1e-6, "n": 1e-9}
-_TZ_CACHE: dict[str, timezone] = {}
+_TZ_CACHE: dict[timedelta, timezone] = {}
 
 
 def parse_slog_time(text: str) -> datetime | None:
@@ -89,9 +89,7 @@ def with_offset(naive: datetime, offset: timedelta | None) -> datetime:
     """Attach a learned UTC offset to a naive local time; leave it naive when the offset is unknown."""
     if offset is None:
         return naive
-    key = str(offset)
-    tz = _TZ_CACHE.get(key)
+    tz = _TZ_CACHE.get(offset)
     if tz is None:
-        tz = timezone(offset)
-        _TZ_CACHE[key] = tz
+        tz = _TZ_CACHE[offset] = timezone(offset)
     return naive.replace(tzinfo=tz)

@@ -41,7 +41,7 @@ _OFFLOADED_RE = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 _TEXT_SERVER_RE = re.compile(
     r"(?P<level>INFO|DEBUG|WARN|ERR|ERROR|VERB) \[\s*(?P<func>\w+)\] (?P<msg>.*?)(?: \| (?P<kv>.*))?$"
 )
-_KV_RE = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S*)')
+_KV_RE = re.compile(r'(\w+)=("[^"\\]*(?:\\.[^"\\]*)*"|\S*)')
 _RAW_SHAPE_RE = re.compile(r"[A-Za-z_][\w.\-]*(?:\s*\[[^\]]*\])?:|\s|\*|[-=]{3}|[A-Z][a-z]+ \d+:|ggml|llama|CUDA|GGML")
 _OOM_RE = re.compile(
     r"(?i)out of memory|cudaMalloc failed|hipMalloc failed|ErrorOutOfDeviceMemory|vk_error_out_of_device_memory|"

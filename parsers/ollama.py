@@ -37,7 +37,7 @@ from parsers.ollama_msgs import env_map, slog_events
 
 GIN_RE = re.compile(
     r"\[GIN\] (\d{4})/(\d{2})/(\d{2}) - (\d{2}):(\d{2}):(\d{2}) \|\s*(\d{3})\s*\|\s*(\S+)\s*\|\s*(\S*)\s*\|\s*"
-    r'([A-Z]+)\s+"((?:[^"\\]|\\.)*)"'
+    r'([A-Z]+)\s+"([^"\\]*(?:\\.[^"\\]*)*)"'
 )
 _LISTEN_RE = re.compile(r"Listening on (\S+) \(version ([^)]+)\)")
 _GLUED_SLOG_RE = re.compile(r"time=\d{4}-\d{2}-\d{2}T")

@@ -37,7 +37,7 @@ class ResidentModel:
     """Manifest digest: the join key to ``/api/tags``."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class OllamaResidency(Event):
     """The whole set of models resident in one Ollama server at one poll (an empty tuple: none).
 

@@ -1,6 +1,9 @@
 """Typed events produced by the engine parsers.
 
-Every event is a frozen, slotted dataclass. ``line`` is the 1-based physical line number in the source
+Every event is a slotted dataclass, treated as immutable once built but not ``frozen=True``: a frozen
+dataclass sets each field through ``object.__setattr__``, which made building events a measurable share of
+live ingest, and its extra generated methods a third of this module's import time (start to first frame).
+``line`` is the 1-based physical line number in the source
 that the event came from (the pipeline knows the path); ``ts`` is the time the log line itself carries,
 timezone-aware when the log gives an offset and naive (local clock, zone unknown) otherwise, or ``None``
 when the line carries no time at all (raw llama.cpp output). Parsers never read a clock.
@@ -15,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Event:
     """Base of all events."""
 
@@ -23,12 +26,12 @@ class Event:
     ts: datetime | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Unparsed(Event):
     """A line no parser recognised. Counted, never dropped silently; its text is not kept."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ServerStart(Event):
     """`Listening on ADDR (version X)`: the engine's version and the address it listens on."""
 
@@ -36,14 +39,14 @@ class ServerStart(Event):
     listen: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ServerConfig(Event):
     """The engine's configured settings (Ollama `server config env=map[...]`): a claim, not evidence."""
 
     settings: tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class GpuInfo(Event):
     """A compute device the engine found at start-up."""
 
@@ -54,7 +57,7 @@ class GpuInfo(Event):
     available: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DefaultContext(Event):
     """The engine picked a default context from the VRAM tier (Ollama v0.15.5+)."""
 
@@ -62,7 +65,7 @@ class DefaultContext(Event):
     total_vram: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LoadDecision(Event):
     """The scheduler decided a model will fit and is about to load it (or updated VRAM for co-residency)."""
 
@@ -73,7 +76,7 @@ class LoadDecision(Event):
     co_resident: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LoadStart(Event):
     """A model runner was launched. ``ctx_total`` is the total KV context (all slots) where logged."""
 
@@ -84,7 +87,7 @@ class LoadStart(Event):
     gpu_layers: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LoadRequest(Event):
     """Ollama E4 runner `load request` (fit/alloc/commit): the effective layout of a load."""
 
@@ -95,7 +98,7 @@ class LoadRequest(Event):
     kv_cache_type: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Offload(Event):
     """How many layers went to the GPU (x of y). ``offloaded < total`` is a partial offload."""
 
@@ -103,7 +106,7 @@ class Offload(Event):
     total: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LoadProgress(Event):
     """Load progress (0..1) or a status change while waiting for the runner."""
 
@@ -111,21 +114,21 @@ class LoadProgress(Event):
     status: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LoadDone(Event):
     """`llama runner started in X seconds` and equivalents: the load completed."""
 
     duration_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RunnersLoaded(Event):
     """`loaded runners count=N`: how many models are resident after a load."""
 
     count: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ContextSize(Event):
     """A context size read from the runner itself (evidence of what is in effect).
 
@@ -137,7 +140,7 @@ class ContextSize(Event):
     origin: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Eviction(Event):
     """The scheduler decided to unload a model to make room (INFO eviction lines, DEBUG victim lines)."""
 
@@ -149,7 +152,7 @@ class Eviction(Event):
     `runner.model`): how a load, which only knows the blob, is matched with its name."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class UnloadStep(Event):
     """A step of an unload: ``expire`` (keep-alive timer), ``stopped``/``completed``, ``switch``,
     ``vram_wait`` (the WARN that VRAM did not recover: an unload happened just before)."""
@@ -160,7 +163,7 @@ class UnloadStep(Event):
     num_ctx: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class IdleTimer(Event):
     """A runner went idle and its keep-alive timer was (re)armed for ``duration``."""
 
@@ -175,7 +178,7 @@ class IdleTimer(Event):
     vram_bytes: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Truncation(Event):
     """A prompt longer than the context. ``truncated`` is False for forms that shift instead (v0.4.2)."""
 
@@ -187,7 +190,7 @@ class Truncation(Event):
     form: str = "truncating"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PromptTask(Event):
     """A runner slot started a prompt: the real prompt size (llama-server `task.n_tokens`, JSON slot)."""
 
@@ -198,7 +201,7 @@ class PromptTask(Event):
     n_tokens: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CacheSlot(Event):
     """E3/E4 DEBUG `loading cache slot`: prompt tokens, reused from cache, still to evaluate."""
 
@@ -208,7 +211,7 @@ class CacheSlot(Event):
     remaining: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PrefillProgress(Event):
     """Prompt-processing progress: ``n_tokens`` processed of ``total`` (when the line gives the total:
     MLX `Prompt processing progress: p/N`, where N is the uncached part of the prompt), ``t_s`` seconds
@@ -221,7 +224,7 @@ class PrefillProgress(Event):
     total: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Timing(Event):
     """A per-request timing line: ``kind`` is ``prompt`` (prefill), ``eval`` (decode) or ``total``."""
 
@@ -231,7 +234,7 @@ class Timing(Event):
     task: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SlotRelease(Event):
     """A slot finished a task (`stop processing` / `slot released`)."""
 
@@ -240,7 +243,7 @@ class SlotRelease(Event):
     truncated: bool | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HttpAccess(Event):
     """One completed HTTP request (an access-log line), written when the response finished."""
 
@@ -252,7 +255,7 @@ class HttpAccess(Event):
     path: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ErrorEvent(Event):
     """An error. ``kind``: oom, runner_crash, load_failed, client_abort, engine_dead or other."""
 
@@ -260,14 +263,14 @@ class ErrorEvent(Event):
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RequestArrival(Event):
     """DEBUG scheduler line marking a request's arrival at an already loaded model."""
 
     model: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RequestBody(Event):
     """A request body logged at arrival (MLX DEBUG `Incoming Request Body`): what was asked for.
     ``model`` is None when the body names none (the server's default model)."""
@@ -277,7 +280,7 @@ class RequestBody(Event):
     max_tokens: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Admission(Event):
     """A request was admitted to generation (MLX `Prompt Cache:` / `KV Caches:` stats line)."""
 
@@ -286,19 +289,19 @@ class Admission(Event):
     user_cache_tokens: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class GenerationStart(Event):
     """MLX DEBUG `Starting stream:` / `Starting completion:`."""
 
     stream: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TokenDelta(Event):
     """One generated token (MLX DEBUG logs one record per token). Its text is not kept: it is output."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Usage(Event):
     """The usage block of a response (MLX DEBUG `Outgoing Response`): ground truth for one request."""
 
@@ -309,7 +312,7 @@ class Usage(Event):
     finish_reason: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Throughput(Event):
     """Old MLX DEBUG `Prompt: X tokens-per-sec` / `Generation: X tokens-per-sec` (no counts)."""
 
@@ -317,14 +320,14 @@ class Throughput(Event):
     tokens_per_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PeakMemory(Event):
     """Old MLX DEBUG `Peak memory: X GB`."""
 
     gb: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EngineStats(Event):
     """A periodic stats line (vLLM V0 every 5 s, V1 every 10 s). Fractions are 0..1 (the log prints
     percent); ``None`` where the line has no such segment. ``engine`` is the data-parallel rank
@@ -341,7 +344,7 @@ class EngineStats(Event):
     extra: tuple[tuple[str, float], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StartupFact(Event):
     """One fact of an engine's start-up, by key: version, max_model_len, weights_load_s,
     model_memory_gib, model_load_s, kv_available_gib, kv_cache_tokens, gpu_blocks, cpu_blocks,
@@ -352,7 +355,7 @@ class StartupFact(Event):
     value: float | str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RequestLogged(Event):
     """vLLM request logging (`--enable-log-requests`): ``phase`` received, added or details;
     ``prompt_tokens`` from the logged prompt token ids when present (the real prompt size)."""
@@ -363,7 +366,7 @@ class RequestLogged(Event):
     max_tokens: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Preemption(Event):
     """V0 scheduler warning that a request was preempted (only every 50th is logged)."""
 
@@ -372,7 +375,7 @@ class Preemption(Event):
     cumulative: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class MetricSample(Event):
     """One sample of a Prometheus scrape, name canonicalised across engine versions (see
     parsers.vllm_metrics). ``labels`` sorted; histogram samples keep their `_bucket`/`_sum`/`_count`
@@ -383,7 +386,7 @@ class MetricSample(Event):
     value: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Scrape(Event):
     """A whole /metrics scrape at one instant (the unit the model computes deltas between)."""
 
@@ -391,7 +394,7 @@ class Scrape(Event):
     samples: tuple[MetricSample, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ProxyRequest(Event):
     """One request measured by `ietop proxy` from the bytes it forwarded (exact where logs can only
     estimate). Times in seconds from the request's arrival at the proxy; token counts from the
@@ -418,7 +421,7 @@ class ProxyRequest(Event):
     error: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EngineStatus(Event):
     """What an engine's endpoint said when polled: ``state`` is up, down (refused, timed out),
     dead (answers but cannot serve: MLX /health 503, or its generation thread died), or unknown
@@ -430,7 +433,7 @@ class EngineStatus(Event):
     detail: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ModelList(Event):
     """Models an engine lists (MLX `/v1/models`: available, never which one is loaded)."""
 
@@ -439,7 +442,7 @@ class ModelList(Event):
     models: tuple[str, ...] | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PromptText(Event):
     """Prompt or request-body text found in a DEBUG/TRACE line. Untrusted and private: reports omit it
     unless the user asks (`--include-prompts`)."""

@@ -10,10 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ietop.model.counters import (
+from ietop.model.counters import ScrapeStore, compute_window, window_chain
+from ietop.model.histograms import (
     Histogram,
-    ScrapeStore,
-    compute_window,
     counter_delta,
     histogram_delta,
     histogram_increase,
@@ -21,7 +20,6 @@ from ietop.model.counters import (
     increase,
     merge_histograms,
     quantile,
-    window_chain,
 )
 from parsers.events import MetricSample, Scrape
 

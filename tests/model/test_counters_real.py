@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from ietop.model.counters import Window, compute_window, histograms, merge_histograms
+from ietop.model.counters import Window, compute_window
+from ietop.model.histograms import histograms, merge_histograms
 from parsers.events import Scrape
 from parsers.prometheus import parse_scrape
 from parsers.vllm_metrics import COUNTERS, GAUGES, HISTOGRAMS

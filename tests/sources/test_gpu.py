@@ -116,6 +116,38 @@ def test_two_gpus() -> None:
         1, "NVIDIA RTX A2000", 12 * GIB, 9.0, ())
 
 
+class FakeNvmlV2(FakeNvml):
+    """A driver with ``nvmlDeviceGetMemoryInfo_v2`` (R510+): ``used`` without what the driver reserves."""
+
+    nvmlMemory_v2 = pynvml.nvmlMemory_v2
+    RESERVED = 615 << 20
+
+    def __init__(self, *, v2_error: int | None = None) -> None:
+        super().__init__()
+        self.v2_error = v2_error
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int, version: int | None = None) -> SimpleNamespace:
+        d = self._dev("memory", handle)
+        if not version:
+            return SimpleNamespace(total=d["total"], used=d["used"] + self.RESERVED, free=d["total"] - d["used"])
+        assert version == pynvml.nvmlMemory_v2
+        if self.v2_error is not None:
+            raise pynvml.NVMLError(self.v2_error)
+        return SimpleNamespace(total=d["total"], reserved=self.RESERVED, used=d["used"],
+                               free=d["total"] - d["used"] - self.RESERVED)
+
+
+def test_memory_used_is_what_nvidia_smi_shows() -> None:
+    """v1's used includes the driver's reservation; v2's, which nvidia-smi shows, does not."""
+    first, _ = _started(FakeNvmlV2()).sample()
+    assert (first.memory_total, first.memory_used) == (24 * GIB, 6 * GIB)
+
+
+def test_driver_without_memory_v2_falls_back_to_v1() -> None:
+    first, _ = _started(FakeNvmlV2(v2_error=pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)).sample()
+    assert (first.memory_total, first.memory_used) == (24 * GIB, 6 * GIB + FakeNvmlV2.RESERVED)
+
+
 def test_unsupported_readings_are_none_and_the_rest_still_come() -> None:
     fake = FakeNvml(fail={("power", 0): NOT_SUPPORTED, ("limit", 0): NOT_SUPPORTED,
                           ("temperature", 0): NOT_SUPPORTED, ("util", 1): pynvml.NVML_ERROR_NO_PERMISSION})

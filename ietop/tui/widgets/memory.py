@@ -57,7 +57,9 @@ class MemoryPanel(Static):
     _shown: object = None
 
     def show(self, snap: Snapshot, hw: Hardware | None) -> None:
-        key = (hw, snap.log_gpus, tuple((r.model, r.size_bytes, r.vram_bytes) for r in snap.resident))
+        # Before the first layout there is no size yet: the narrowest the stylesheet allows.
+        width = self.content_size.width or NARROWEST
+        key = (hw, width, snap.log_gpus, tuple((r.model, r.size_bytes, r.vram_bytes) for r in snap.resident))
         if key == self._shown:
             return
         self._shown = key
@@ -69,33 +71,51 @@ class MemoryPanel(Static):
                 parts.append(Text(f"  {size(lg.total_bytes)}, {size(lg.available_bytes)} free at start (log)",
                                   style="dim"))
         for g in hw.gpus:
-            line = Text(f"GPU{g.index} ", style="bold") + Text(clean(g.name)[:24] + " ")
-            line += bar(g.memory_used, g.memory_total, 16)
-            line += Text(f" {size(g.memory_used)} / {size(g.memory_total)}")
-            parts.append(line)
-            parts.append(Text(f"  util {_na(g.util_percent, '%')}  power {_na(g.power_w and round(g.power_w), 'W')}"
-                              f"  temp {_na(g.temperature_c, '°C')}", style="dim"))
+            # nvidia-smi's order and units: utilisation, power, temperature.
+            label = f"GPU{g.index} "
+            state = (f"  {_na(g.util_percent, '%')} {_na(g.power_w and round(g.power_w), 'W')}"
+                     f" {_na(g.temperature_c, '°C')}")
+            name = clean(g.name).removeprefix("NVIDIA ")[: max(4, width - len(label) - len(state))]
+            parts.append(Text(label, style="bold") + Text(name) + Text(state, style="dim"))
+            parts.append(_gauge(g.memory_used, g.memory_total, width))
             for p in g.processes:
                 who = hw.engine_pids.get(p.pid, "other")
-                parts.append(Text(f"  pid {p.pid} ({who}) {size(p.used_bytes)}", style="dim"))
+                line = f"pid {p.pid} ({who}) {size(p.used_bytes)}"
+                parts.append(Text(f"  {line}" if len(line) + 2 <= width else line, style="dim"))
         if not hw.gpus and hw.gpu_note:
             parts.append(Text(clean(hw.gpu_note), style="dim"))
         if hw.host is not None:
             h = hw.host
-            line = Text("RAM  ", style="bold") + bar(h.used, h.total, 16) + Text(f" {size(h.used)} / {size(h.total)}")
-            parts.append(line)
-            swap = f"  swap {size(h.swap_used)} / {size(h.swap_total)}"
+            parts.append(Text("RAM", style="bold") + Text(f"  swap {size(h.swap_used)} / {size(h.swap_total)}",
+                                                          style="bold red" if h.swap_used > (h.swap_total or 1) * 0.5
+                                                          else "dim"))
+            parts.append(_gauge(h.used, h.total, width))
             wired = getattr(h, "wired", None)
-            if wired:
-                swap += f"  wired {size(wired)}"
-            if hw.wired_limit:
-                swap += f"  GPU wired limit {size(hw.wired_limit)}"
-            parts.append(Text(swap, style="bold red" if h.swap_used > (h.swap_total or 1) * 0.5 else "dim"))
+            if wired or hw.wired_limit:
+                parts.append(Text(f"  wired {size(wired)}, GPU limit {size(hw.wired_limit)}", style="dim"))
         for e in hw.engines:
             cpu = "—" if e.cpu_percent is None else f"{e.cpu_percent:.0f}%"
-            parts.append(Text(f"{e.engine} pid {e.pid}: RSS {size(e.rss_bytes)}, CPU {cpu}", style="dim"))
+            who, what = f"{e.engine} pid {e.pid}", f"RSS {size(e.rss_bytes)}, CPU {cpu}"
+            if len(who) + 2 + len(what) <= width:
+                parts.append(Text(f"{who}: {what}", style="dim"))
+            else:
+                parts.extend((Text(who, style="dim"), Text(f"  {what}", style="dim")))
         parts.extend(_breakdown(snap, hw))
         self.update(Group(*parts))
+
+
+NARROWEST = 24
+"""Content width at the stylesheet's min-width (#memory: 28 with the border and the padding)."""
+
+
+def _gauge(used: int | None, total: int | None, width: int) -> Text:
+    """`  ████░░░░ 2.1/140.4 GiB` on one line of the panel: the bar takes what the numbers leave."""
+    u, t = size(used), size(total)
+    u_num, _, u_unit = u.partition(" ")
+    tail = f" {u_num}/{t}" if u_unit and t.endswith(" " + u_unit) else f" {u}/{t}"
+    room = width - len(tail)
+    indent = "  " if room >= 6 else ""  # at the narrowest, the bar keeps the room the indent would take
+    return Text(indent) + bar(used, total, max(2, room - len(indent))) + Text(tail)
 
 
 def _breakdown(snap: Snapshot, hw: Hardware) -> Sequence[Text]:

@@ -248,7 +248,7 @@ def _replay(paths: Sequence[str], speed: float, engine: str | None, title: str, 
         print(f"ietop: error: {exc}", file=sys.stderr)
         return EXIT_RUNTIME
     app.run()
-    return EXIT_OK
+    return app.return_code or EXIT_OK
 
 
 def _live(args: argparse.Namespace) -> int:
@@ -273,7 +273,7 @@ def _live(args: argparse.Namespace) -> int:
         print(f"ietop: error: {exc}", file=sys.stderr)
         return EXIT_RUNTIME
     app.run()
-    return EXIT_OK
+    return app.return_code or EXIT_OK
 
 
 def _report(paths: Sequence[str]) -> int:

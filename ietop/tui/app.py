@@ -27,6 +27,7 @@ from ietop.model.store import Store
 from ietop.tui.screens.detail import DetailScreen, event_view, hint_view, request_view
 from ietop.tui.screens.help import HelpScreen
 from ietop.tui.screens.timeline import TimelineScreen
+from ietop.tui.terminal import hung_up, is_terminal
 from ietop.tui.widgets.engines import EnginesBar
 from ietop.tui.widgets.events import EventsTable
 from ietop.tui.widgets.hints import HintsTable
@@ -36,6 +37,8 @@ from ietop.tui.widgets.requests import COLUMNS, RequestsTable
 from ietop.tui.widgets.residency import ResidencyTable
 
 REFRESH_S = 0.5
+HANGUP_CHECK_S = 1.0
+EXIT_HANGUP = 129  # 128 + SIGHUP, as if the hangup signal had come
 FRESH_S = 0.1
 """Live: new lines redraw the screen this soon, however the 0.5 s timer is phased (DESIGN.md: an appended
 line is on screen within 250 ms). A burst within it is one redraw: at most 10 a second, only while lines
@@ -141,7 +144,13 @@ class IetopApp(App[None]):
         if self.setup.hardware:
             self._sample_hardware()
         self.set_interval(REFRESH_S, self.refresh_view)
+        if not self.is_headless and is_terminal():
+            self.set_interval(HANGUP_CHECK_S, self._exit_if_hung_up)
         self.refresh_view()
+
+    def _exit_if_hung_up(self) -> None:
+        if hung_up():
+            self.exit(return_code=EXIT_HANGUP)
 
     def on_resize(self, event: events.Resize) -> None:
         self.screen.set_class(event.size.height < COMPACT_BELOW, "-compact")

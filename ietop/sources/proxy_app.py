@@ -7,11 +7,11 @@ response body is read as the upstream sent it (compressed or not: nothing decode
 handed to the server as soon as it arrives; the measuring (``parsers.stream.StreamMeter``) sees the same
 chunk only after it has been sent on, so it never delays the client.
 
-The upstream is spoken to through ``upstream.Connections`` (see there why not an ``httpx.AsyncClient``).
-What httpx did that it does not is done here: ``Host`` is the upstream's, and the body's framing
-(``Content-Length`` for a body read whole, ``Transfer-Encoding: chunked`` for a streamed one of unknown
-length) is set for what is actually sent. An injected ``httpx.AsyncClient`` (``make_app(client=...)``:
-tests, in-process transports) is still used as such.
+A plain-HTTP upstream is spoken to through ``upstream.Connections`` (see there why not an HTTP client
+library); an https one, or any through an injected ``httpx.AsyncClient`` (``make_app(client=...)``: tests,
+in-process transports), through httpx, whose ``send`` adds nothing of the client's own. Either way ``Host``
+is the upstream's, and the body's framing (``Content-Length`` for a body read whole,
+``Transfer-Encoding: chunked`` for a streamed one of unknown length) is set here for what is actually sent.
 
 What the client sees when things go wrong, and what gets recorded (``ProxyRequest.error``):
 
@@ -27,18 +27,19 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import importlib.util
 import json
 import logging
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
-import httpcore
 import httpx
 
-from ietop.sources.upstream import Connections, UpstreamAnswer
+from ietop.sources.upstream import Connections, UpstreamAnswer, UpstreamDown, UpstreamError, UpstreamTimeout
 from parsers.events import ProxyRequest
 from parsers.stream import StreamMeter, is_inference_path
 
@@ -52,6 +53,12 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 log = logging.getLogger("ietop.proxy")
 
+if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:  # pragma: no cover
+    # httpcore (under httpx) runs `import sniffio` several times per request to learn the async library and
+    # falls back to asyncio when it is missing. A failed import is not cached, so each one searches sys.path
+    # again: ~0.4 ms each. Cache the miss (a None entry makes the import fail at once, as it would have).
+    sys.modules["sniffio"] = None  # type: ignore[assignment]
+
 HOP_BY_HOP = frozenset(
     {b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"proxy-connection", b"te",
      b"trailer", b"transfer-encoding", b"upgrade"}
@@ -60,11 +67,10 @@ HOP_BY_HOP = frozenset(
 _NOT_FORWARDED_UP = HOP_BY_HOP | {b"host", b"expect"}
 """Host is the upstream's; ``Expect: 100-continue`` was already answered by the server in front of us."""
 _FRAMING = frozenset({b"content-length", b"transfer-encoding"})
-_UPSTREAM_ERRORS = (httpx.HTTPError, httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError,
-                    httpcore.UnsupportedProtocol, httpcore.ProxyError)
-"""What a failing upstream raises: httpcore's own exceptions (the default path) or httpx's (an injected client)."""
-_TIMEOUTS = (httpx.TimeoutException, httpcore.TimeoutException)
-_CONNECT_ERRORS = (httpx.ConnectError, httpcore.ConnectError)
+_UPSTREAM_ERRORS = (httpx.HTTPError, UpstreamError)
+"""What a failing upstream raises: ours (plain http) or httpx's (https, or an injected client)."""
+_TIMEOUTS = (httpx.TimeoutException, UpstreamTimeout)
+_CONNECT_ERRORS = (httpx.ConnectError, UpstreamDown)
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _METER_BEHIND_MAX = 64
 """Chunks sent but not yet measured beyond which they are measured at once (bounds what is held for it)."""
@@ -229,39 +235,46 @@ class ProxyApp:
             raise ValueError(f"upstream must be an http(s) URL with a host, not {upstream!r}")
         base = url.copy_with(query=None, fragment=None)
         self.upstream = str(base).rstrip("/")
-        self._scheme = base.raw_scheme
-        self._host = base.raw_host
-        self._port = base.port
         self._netloc = base.netloc
         self._prefix = base.raw_path.rstrip(b"/")
         self._origin_url = str(base.copy_with(raw_path=b"/")).rstrip("/")
         self._on_request = on_request
         self._client = client
+        self._own_client = False
         self._timeout = timeout
-        self._connections: Connections | None = None
+        # An https upstream is not a local engine's usual set-up: it goes through httpx (TLS verified as httpx
+        # does it) at httpx's cost per request, and plain http through our own connections.
+        plain = url.scheme == "http" and client is None
+        self._connections = Connections(base.host, base.port or 80, timeout) if plain else None
         self._extensions = {"timeout": {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}}
         self._callback_failed = False
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def _get_connections(self) -> Connections:
-        if self._connections is None:  # created lazily, inside the server's event loop
-            self._connections = Connections(self._scheme, self._host, self._port, self._timeout)
-        return self._connections
+    def _get_client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            # Created lazily, inside the server's event loop. No env proxies (a local engine must not be sent
+            # through $HTTP_PROXY) and no connection cap (a cap would queue streams behind each other).
+            self._client = httpx.AsyncClient(trust_env=False, follow_redirects=False,
+                                             limits=httpx.Limits(max_connections=None, max_keepalive_connections=100))
+            self._own_client = True
+        return self._client
 
     async def aclose(self) -> None:
-        """Close the upstream connections if this app opened them (the lifespan shutdown does this); an
-        injected client is the caller's to close."""
+        """Close the upstream connections this app opened (the lifespan shutdown does this); an injected
+        client is the caller's to close."""
         if self._connections is not None:
-            connections, self._connections = self._connections, None
-            await connections.aclose()
+            self._connections.close()
+        if self._own_client and self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                if self._client is None:
-                    self._get_connections()  # now, not on the first request: an https context takes ~0.1 s
+                if self._connections is None:
+                    self._get_client()  # now, not on the first request: its SSL context takes ~0.1 s
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await self.aclose()
@@ -357,14 +370,12 @@ class ProxyApp:
         raw_path: bytes = scope.get("raw_path") or quote(scope["path"]).encode("ascii")
         query: bytes = scope.get("query_string") or b""
         target = self._prefix + raw_path + (b"?" + query if query else b"")
-        if self._client is not None:
-            request = httpx.Request(method, self._origin_url + target.decode("latin-1"), headers=headers,
-                                    content=content, extensions=self._extensions)
-            response = await self._client.send(request, stream=True)
-            return UpstreamAnswer(response.status_code, response.headers.raw, response.aiter_raw(), response.aclose)
-        url = httpcore.URL(scheme=self._scheme, host=self._host, port=self._port, target=target)
-        return await self._get_connections().open(
-            httpcore.Request(method, url, headers=headers, content=content, extensions=self._extensions))
+        if self._connections is not None:
+            return await self._connections.open(method, target, headers, content)
+        request = httpx.Request(method, self._origin_url + target.decode("latin-1"), headers=headers,
+                                content=content, extensions=self._extensions)
+        response = await self._get_client().send(request, stream=True)
+        return UpstreamAnswer(response.status_code, response.headers.raw, response.aiter_raw(), response.aclose)
 
     async def _forward(self, scope: Scope, method: str, headers: list[tuple[bytes, bytes]],
                        content: bytes | AsyncIterator[bytes] | None, body: bytes, t0: float, measured: bool,
@@ -435,8 +446,8 @@ def make_app(
             ``ts`` set to the request's arrival (UTC); runs on the event loop, so it must be quick.
         client: an httpx client to forward with (its transport and pool; requests go out through its
             ``send``, so its default headers, cookies and auth are not added); by default the app forwards
-            through its own ``httpcore`` connection pool, created on first use and closed at lifespan shutdown
-            (or by ``aclose``). An injected client is the caller's to close.
+            through its own connections (``upstream.Connections``), or for an https upstream its own httpx
+            client, closed at lifespan shutdown (or by ``aclose``). An injected client is the caller's to close.
         timeout: seconds to wait for the upstream to connect, answer, or send the next chunk.
     """
     return ProxyApp(upstream, on_request, client=client, timeout=timeout)

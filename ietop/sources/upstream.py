@@ -1,34 +1,59 @@
-"""Connections from `ietop proxy` to its upstream engine.
+"""Connections from `ietop proxy` to a plain-HTTP upstream: HTTP/1.1 on asyncio, answers parsed by httptools.
 
-Why this module exists: with an ``httpx.AsyncClient`` in front of the upstream the proxy added ~2.7 ms at
-p50 to every request (bench/proxy_overhead.py on a 2-core VM), most of it in httpx's request and response
-models and in httpcore's pool and anyio network layer, none of which a pass-through proxy needs. Here a
-plain-HTTP upstream (a local engine: the case that must be fast) is spoken to through ``httpcore`` (h11)
-over connections of our own on asyncio's transports; an https upstream keeps httpcore's own pool and default
-network backend, which is not on any hot path that matters here.
+Why not an HTTP client library: through ``httpx.AsyncClient`` the proxy added ~2.7 ms at p50 to every
+request (bench/proxy_overhead.py, 2-core VM); through ``httpcore`` on asyncio transports of our own it still
+added 1-1.7 ms, and parsing the upstream's answer with h11 alone took ~0.3 ms of CPU for a 10-chunk SSE
+stream where httptools (llhttp, the parser uvicorn already runs in front of the proxy) takes ~8 µs. A proxy
+to one origin needs little of a client: write the request, parse the answer, keep the connection when the
+exchange ended cleanly. The HTTP parsing stays in a well-kept parser; what is left here is connection
+bookkeeping. An https upstream does not come here: ``proxy_app`` sends it through httpx.
+
+The rules, each for a failure seen in proxies:
+
+- a connection is kept for the next request only after an exchange that ended cleanly: the whole request
+  sent, the whole answer received, both sides willing to keep it open. A body not read to its end, an
+  answer cut or unparsable, bytes after the answer close it;
+- an idle connection that receives EOF or stray bytes is closed, not reused. One the upstream closes just
+  as a request goes out on it (its keep-alive timer firing at that moment) makes that request fail before a
+  byte of answer came back: such a request is sent once more on a new connection when its body is in
+  memory. A body streamed from the client cannot be sent twice, so it always gets a new connection;
+- idle connections are kept at most ``KEEPALIVE_S``, the last used first (the least likely to be stale).
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import dataclasses
-import importlib.util
-import sys
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
-from typing import Any, TypeVar, cast
+import functools
+import logging
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from typing import cast
 
-import httpcore
-import httpx
+import httptools
 
-__all__ = ["Connections", "UpstreamAnswer"]
+__all__ = ["Connections", "UpstreamAnswer", "UpstreamDown", "UpstreamError", "UpstreamTimeout"]
 
-if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:  # pragma: no cover
-    # httpcore runs `import sniffio` several times per request to learn the async library and falls back to
-    # asyncio when it is missing. A failed import is not cached, so each one searches sys.path again:
-    # ~0.4 ms each, more than the whole rest of the proxy's per-request work. Cache the miss (a None entry
-    # makes the import fail at once, exactly as it would have).
-    sys.modules["sniffio"] = None  # type: ignore[assignment]
+log = logging.getLogger("ietop.proxy")
+
+Headers = list[tuple[bytes, bytes]]
+
+_READ_BUFFER_LIMIT = 1 << 18
+"""Answer bytes received but not yet taken beyond which the socket stops being read (a slow client)."""
+_ONE_WRITE_BELOW = 1 << 16
+"""Request bodies smaller than this go out in one write with the head: one packet, one wake-up upstream."""
+
+
+class UpstreamError(Exception):
+    """The upstream closed or reset the connection, or answered with something that is not HTTP."""
+
+
+class UpstreamDown(UpstreamError):
+    """No connection to the upstream could be made."""
+
+
+class UpstreamTimeout(UpstreamError):
+    """No connection, answer or next chunk within the timeout."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -36,277 +61,349 @@ class UpstreamAnswer:
     """The upstream's answer, whichever client got it: status and headers in, the body still to read."""
 
     status: int
-    headers: list[tuple[bytes, bytes]]
+    headers: Headers
     chunks: AsyncIterable[bytes]
     """The body's bytes as the upstream sent them (not decompressed)."""
     aclose: Callable[[], Awaitable[None]]
+    """Done with the answer: the connection is kept for reuse or closed. Never suspends, so a cancelled
+    handler still completes it."""
 
 
-_T = TypeVar("_T")
-_READ_BUFFER_LIMIT = 1 << 18
-"""Bytes received from the upstream but not yet read beyond which the socket stops being read."""
-_WRITE_AT_ONCE = 1 << 16
-"""Writes at least this large go out at once rather than being joined with the next (no copying)."""
+class _Connection(asyncio.Protocol):
+    """One HTTP/1.1 connection to the upstream, one exchange at a time. Also the httptools callbacks."""
 
-
-class _UpstreamProtocol(asyncio.Protocol):
-    """Bytes from one upstream connection for ``_UpstreamStream``: handed straight to a waiting read, or kept
-    (reading pauses past ``_READ_BUFFER_LIMIT``) until the next one."""
-
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
         self.transport: asyncio.Transport | None = None
-        self._chunks: collections.deque[bytes] = collections.deque()
-        self._buffered = 0
-        self._reader: asyncio.Future[bytes] | None = None
-        self._max_bytes = 0
-        self._paused_reading = False
+        self._parser: httptools.HttpResponseParser | None = None
+        """The current exchange's parser; None while idle."""
+        self._waiter: asyncio.Future[None] | None = None
         self._drain: asyncio.Future[None] | None = None
+        self._chunks: list[bytes] = []
+        self._buffered = 0
+        self._paused = False
+        self.status = 0
+        self.headers: Headers = []
+        self._head_only = False
+        self._headers_done = False
+        self._complete = False
+        self._keep_alive = False
+        self._sent = False
+        self._error: UpstreamError | None = None
         self.closed = False
-        """EOF or connection lost: reads return what is buffered, then b"" (or raise, after an error)."""
-        self._error: BaseException | None = None
+        """EOF or connection lost: nothing more will come."""
+        self.answered = False
+        """A byte came back for the current request."""
+        self.idle_since = 0.0
 
-    # asyncio callbacks
+    # -- asyncio --------------------------------------------------------------------------------
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
 
     def data_received(self, data: bytes) -> None:
-        reader = self._reader
-        if reader is not None and not reader.done() and not self._chunks:
-            self._reader = None
-            if len(data) > self._max_bytes:
-                data, rest = data[:self._max_bytes], data[self._max_bytes:]
-                self._keep(rest)
-            reader.set_result(data)
-        else:
-            self._keep(data)
-
-    def _keep(self, data: bytes) -> None:
-        self._chunks.append(data)
-        self._buffered += len(data)
-        if self._buffered > _READ_BUFFER_LIMIT and not self._paused_reading and self.transport is not None:
-            self._paused_reading = True
+        parser = self._parser
+        if parser is None:  # nothing may come while idle: the upstream is closing this connection, or confused
+            self.close()
+            return
+        self.answered = True
+        try:
+            parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(UpstreamError("upstream switched protocols"))
+        except httptools.HttpParserError as exc:
+            self._fail(UpstreamError(f"invalid HTTP from upstream: {exc}"))
+        if self._buffered > _READ_BUFFER_LIMIT and not self._paused and self.transport is not None:
+            self._paused = True
             self.transport.pause_reading()
 
     def eof_received(self) -> bool:
-        self._end(None)
-        return False  # close the transport
+        self._ended("upstream closed the connection")
+        return False  # and close our side too
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._end(exc)
+        self._ended(f"connection to upstream lost: {exc}" if exc else "upstream closed the connection")
         drain, self._drain = self._drain, None
         if drain is not None and not drain.done():
-            drain.set_exception(httpcore.WriteError(str(exc or "connection closed")))
-
-    def _end(self, exc: BaseException | None) -> None:
-        self.closed = True
-        if exc is not None and self._error is None:
-            self._error = exc
-        reader, self._reader = self._reader, None
-        if reader is not None and not reader.done():
-            if self._error is not None:
-                reader.set_exception(httpcore.ReadError(str(self._error)))
-            else:
-                reader.set_result(b"")
+            drain.set_result(None)  # the writer goes on to find the connection closed
 
     def pause_writing(self) -> None:
         if self._drain is None:
-            self._drain = asyncio.get_running_loop().create_future()
+            self._drain = self._loop.create_future()
 
     def resume_writing(self) -> None:
         drain, self._drain = self._drain, None
         if drain is not None and not drain.done():
             drain.set_result(None)
 
-    # used by _UpstreamStream
-    def has_data(self) -> bool:
-        return bool(self._chunks) or self.closed
+    def _ended(self, why: str) -> None:
+        self.closed = True
+        if self._parser is not None and not self._complete:
+            if self._headers_done and _ends_at_eof(self.headers):
+                self._complete = True  # a body with neither a length nor chunks ends where the connection does
+            else:
+                self._fail(UpstreamError(why + (" before the end of its answer" if self.answered else
+                                                " without answering")))
+        self._wake()
 
-    async def read(self, max_bytes: int, timeout: float | None) -> bytes:
-        if self._chunks:
-            data = self._chunks.popleft()
-            if len(data) > max_bytes:
-                data, rest = data[:max_bytes], data[max_bytes:]
-                self._chunks.appendleft(rest)
-            self._buffered -= len(data)
-            if self._paused_reading and self._buffered <= _READ_BUFFER_LIMIT // 2 and self.transport is not None:
-                self._paused_reading = False
-                self.transport.resume_reading()
-            return data
-        if self.closed:
-            if self._error is not None:
-                raise httpcore.ReadError(str(self._error))
-            return b""
-        reader = self._reader = asyncio.get_running_loop().create_future()
-        self._max_bytes = max_bytes
-        return await _within(reader, timeout, httpcore.ReadTimeout)
+    # -- httptools ------------------------------------------------------------------------------
 
-    async def drain(self, timeout: float | None) -> None:
-        if self._drain is not None:
-            await _within(asyncio.shield(self._drain), timeout, httpcore.WriteTimeout)
+    def on_message_begin(self) -> None:
+        if self._complete:  # bytes after the answer: a confused upstream; do not reuse this connection
+            self._keep_alive = False
 
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name, value))
 
-async def _within(future: asyncio.Future[_T], timeout: float | None, error: type[Exception]) -> _T:
-    """Await ``future``; past ``timeout`` seconds it fails with ``error`` (one timer, no extra task)."""
-    if timeout is None:
-        return await future
+    def on_headers_complete(self) -> None:
+        assert self._parser is not None
+        status = self._parser.get_status_code()
+        if status < 200:  # 1xx (103 Early Hints, ...): ASGI cannot forward them; the real answer follows
+            self.headers = []
+            return
+        self.status = status
+        self._headers_done = True
+        if self._head_only:  # llhttp cannot be told that a HEAD answer has no body: it ends here
+            self._complete = True
+            self._keep_alive = self._parser.should_keep_alive()
+        self._wake()
 
-    def expire() -> None:
-        if not future.done():
-            future.set_exception(error(f"no answer within {timeout} s"))
+    def on_body(self, body: bytes) -> None:
+        if self._complete:  # a body after a HEAD answer: a confused upstream
+            self._keep_alive = False
+            return
+        self._chunks.append(body)
+        self._buffered += len(body)
+        self._wake()
 
-    timer = asyncio.get_running_loop().call_later(timeout, expire)
-    try:
-        return await future
-    finally:
-        timer.cancel()
+    def on_message_complete(self) -> None:
+        if not self._headers_done or self._complete:  # the end of a 1xx answer, or of a HEAD one
+            return
+        assert self._parser is not None
+        self._complete = True
+        self._keep_alive = self._parser.should_keep_alive()
+        self._wake()
 
+    # -- one exchange ---------------------------------------------------------------------------
 
-class _UpstreamStream(httpcore.AsyncNetworkStream):
-    """httpcore's view of one upstream connection (plain-HTTP upstreams; see ``_AsyncioBackend``).
+    def _fail(self, error: UpstreamError) -> None:
+        if self._error is None:
+            self._error = error
+        self._wake()
 
-    Writes made in one go are sent as one: httpcore writes a request's head and its body separately, which
-    would reach the upstream as two packets, and it would have to wake up twice to read the request. Small
-    writes are held only until this task next waits (or reads the answer), never longer: an upload that
-    trickles in is passed on as it comes."""
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
-    def __init__(self, transport: asyncio.Transport, protocol: _UpstreamProtocol) -> None:
-        self._transport = transport
-        self._protocol = protocol
-        self._unsent: list[bytes] = []
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        self._flush()
-        return await self._protocol.read(max_bytes, timeout)
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        if self._protocol.closed or self._transport.is_closing():
-            raise httpcore.WriteError("connection closed")
-        if len(buffer) >= _WRITE_AT_ONCE:
-            self._flush()
-            self._transport.write(buffer)
-        elif buffer:
-            self._unsent.append(buffer)
-            if len(self._unsent) == 1:
-                asyncio.get_running_loop().call_soon(self._flush)
-        await self._protocol.drain(timeout)
-
-    def _flush(self) -> None:
-        if self._unsent:
-            data = b"".join(self._unsent)
-            self._unsent.clear()
-            if not self._transport.is_closing():
-                self._transport.write(data)
-
-    async def aclose(self) -> None:
-        self._unsent.clear()
-        self._transport.close()
-
-    def get_extra_info(self, info: str) -> Any:
-        if info == "is_readable":  # an idle connection with data or EOF waiting was closed by the upstream
-            return self._protocol.has_data()
-        if info == "socket":
-            return self._transport.get_extra_info("socket")
-        if info == "client_addr":
-            return self._transport.get_extra_info("sockname")
-        if info == "server_addr":
-            return self._transport.get_extra_info("peername")
-        return None
-
-
-class _AsyncioBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's network layer on asyncio's own transports, for plain-HTTP upstreams.
-
-    httpcore's default goes through anyio, which on every read of a chunk enters a cancel scope, pauses and
-    resumes the transport, and yields to the event loop once more even when the bytes are already there;
-    and its idle-connection check polls the socket. Without it: ~0.3 ms less to the first byte and ~15 %
-    less CPU per proxied request. HTTP itself is still h11's, through httpcore; TLS upstreams keep httpcore's
-    default backend (``start_tls`` is not implemented here)."""
-
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                          socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
-        loop = asyncio.get_running_loop()
+    async def _wait(self, timeout: float, what: str) -> None:
+        """Until a callback above has news; ``UpstreamTimeout`` after ``timeout`` s without."""
+        waiter = self._waiter = self._loop.create_future()
+        timer = self._loop.call_later(timeout, _expire, waiter, f"{what} within {timeout:g} s")
         try:
-            transport, protocol = await asyncio.wait_for(
-                loop.create_connection(_UpstreamProtocol, host, port,
-                                       local_addr=(local_address, 0) if local_address else None), timeout)
-        except asyncio.TimeoutError:
-            raise httpcore.ConnectTimeout(f"no connection to {host}:{port} within {timeout} s") from None
-        except OSError as exc:
-            raise httpcore.ConnectError(str(exc)) from exc
-        for option in socket_options or ():
-            transport.get_extra_info("socket").setsockopt(*option)
-        return _UpstreamStream(transport, protocol)
+            await waiter
+        finally:
+            timer.cancel()
 
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
+    async def send(self, head: bytes, body: bytes | AsyncIterator[bytes] | None, chunked: bool, head_only: bool,
+                   timeout: float) -> None:
+        """Start an exchange: write the request (``chunked``: frame a streamed body in chunks)."""
+        self._parser = httptools.HttpResponseParser(self)
+        self.headers, self.status, self._head_only = [], 0, head_only
+        self._headers_done = self._complete = self._keep_alive = self._sent = False
+        self.answered = False
+        transport = self.transport
+        if self.closed or transport is None or transport.is_closing():
+            raise UpstreamError("upstream closed the connection")
+        if body is None or isinstance(body, bytes):
+            if body and len(body) >= _ONE_WRITE_BELOW:
+                transport.write(head)
+                transport.write(body)
+            else:
+                transport.write(head + body if body else head)
+        else:
+            transport.write(head)
+            async for part in body:
+                if self.closed or self._error is not None:  # it answered or left already: the rest is moot
+                    return
+                transport.write(b"%x\r\n%b\r\n" % (len(part), part) if chunked else part)
+                await self._drained(timeout)
+            if chunked:
+                transport.write(b"0\r\n\r\n")
+        await self._drained(timeout)
+        self._sent = True
+
+    async def _drained(self, timeout: float) -> None:
+        drain = self._drain
+        if drain is not None:
+            timer = self._loop.call_later(timeout, _expire, drain, f"upstream read no more within {timeout:g} s")
+            try:
+                await asyncio.shield(drain)
+            finally:
+                timer.cancel()
+
+    async def head(self, timeout: float) -> None:
+        """Wait for the answer's status and headers."""
+        while not self._headers_done:
+            if self._error is not None:
+                raise self._error
+            await self._wait(timeout, "no answer from upstream")
+
+    async def body(self, timeout: float) -> AsyncIterator[bytes]:
+        """The answer's body, as it arrives: what came in together is handed on together."""
+        while True:
+            chunks = self._chunks
+            if chunks:
+                data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                chunks.clear()
+                self._buffered = 0
+                if self._paused and self.transport is not None:
+                    self._paused = False
+                    self.transport.resume_reading()
+                yield data
+            elif self._complete:
+                return
+            elif self._error is not None:
+                raise self._error
+            else:
+                await self._wait(timeout, "no more of the answer from upstream")
+
+    def reusable(self) -> bool:
+        """The exchange ended cleanly and both sides keep the connection open."""
+        return (self._complete and self._keep_alive and self._sent and self._error is None and not self.closed
+                and self.transport is not None and not self.transport.is_closing())
+
+    def make_idle(self) -> None:
+        self._parser = None
+        self._chunks = []
+        self._buffered = 0
+        if self._paused and self.transport is not None:  # keep reading, or an EOF while idle goes unseen
+            self._paused = False
+            self.transport.resume_reading()
+        self.idle_since = time.monotonic()
+
+    def close(self) -> None:
+        self.closed = True
+        self._parser = None
+        if self.transport is not None:
+            self.transport.close()
+
+
+def _ends_at_eof(headers: Headers) -> bool:
+    for name, value in headers:
+        lower = name.lower()
+        if lower == b"content-length" or (lower == b"transfer-encoding" and b"chunked" in value.lower()):
+            return False
+    return True
+
+
+def _expire(future: asyncio.Future[None], message: str) -> None:
+    if not future.done():
+        future.set_exception(UpstreamTimeout(message))
+
+
+def request_head(method: str, target: bytes, headers: Headers) -> bytes:
+    """The request line and headers, as sent.
+
+    Raises:
+        ValueError: a line break in any part (the ASGI server parsed these from a request, so none should
+        be there; checked because one would let a client write a request of its own to the upstream).
+    """
+    parts = [method.encode("ascii"), b" ", target, b" HTTP/1.1\r\n"]
+    for name, value in headers:
+        parts += (name, b": ", value, b"\r\n")
+    parts.append(b"\r\n")
+    head = b"".join(parts)
+    lines = len(headers) + 2
+    if head.count(b"\n") != lines or head.count(b"\r") != lines:
+        raise ValueError("line break in a request's method, target or headers")
+    return head
 
 
 class Connections:
-    """The app's own connections to the upstream, through httpcore.
+    """The app's keep-alive connections to one plain-HTTP upstream (see the module docstring).
 
-    A plain-HTTP upstream (a local engine: the case that must be fast) gets keep-alive connections of its own:
-    ``httpcore.AsyncHTTP11Connection`` (h11, via httpcore) over ``_AsyncioBackend``, reused last-in first-out.
-    One upstream origin and HTTP/1.1 only need no more bookkeeping than a list; httpcore's pool did the same
-    job for any number of origins, HTTP/2 and connection caps, at ~0.1 ms per request. An https upstream goes
-    through ``httpcore.AsyncConnectionPool`` (TLS verified as httpx does it).
-
-    Neither ever reads ``$HTTP_PROXY`` (a local engine must not be sent through a proxy) nor caps the number of
-    connections (a cap would queue streams behind each other).
+    No cap on their number (a cap would queue streams behind each other) and no ``$HTTP_PROXY`` (a local
+    engine must not be sent through a proxy).
     """
 
-    _KEEP_IDLE = 100
+    KEEP_IDLE = 100
     """Idle connections kept for reuse, at most (httpx's default)."""
-    _KEEPALIVE_S = 5.0
-    """An idle connection older than this is not reused (httpx's default)."""
+    KEEPALIVE_S = 5.0
+    """An idle connection older than this is closed instead of reused (httpx's default)."""
 
-    def __init__(self, scheme: bytes, host: bytes, port: int | None, timeout: float) -> None:
-        self._origin = httpcore.Origin(scheme, host, port or (443 if scheme == b"https" else 80))
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        self._host = host
+        self._port = port
         self._timeout = timeout
-        self._idle: list[httpcore.AsyncHTTP11Connection] = []
-        self._backend = _AsyncioBackend()
-        self._pool: httpcore.AsyncConnectionPool | None = None
-        if scheme == b"https":
-            self._pool = httpcore.AsyncConnectionPool(
-                ssl_context=httpx.create_ssl_context(trust_env=False), max_connections=None,
-                max_keepalive_connections=self._KEEP_IDLE, keepalive_expiry=self._KEEPALIVE_S)
+        self._idle: list[_Connection] = []
 
-    async def open(self, request: httpcore.Request) -> UpstreamAnswer:
-        """Send ``request``; returns once the status and headers are in. Closing the answer releases the
-        connection for reuse (when the exchange completed cleanly) or closes it."""
-        if self._pool is not None:
-            answer = await self._pool.handle_async_request(request)
-            return UpstreamAnswer(answer.status, answer.headers, answer.aiter_stream(), answer.aclose)
-        connection = await self._connection()
+    async def open(self, method: str, target: bytes, headers: Headers,
+                   body: bytes | AsyncIterator[bytes] | None) -> UpstreamAnswer:
+        """Send the request; returns once the answer's status and headers are in.
+
+        ``headers`` are sent as given: they must hold ``Host`` and the body's framing (a streamed body is sent
+        in chunks when they say ``Transfer-Encoding``).
+        """
+        head = request_head(method, target, headers)
+        streamed = not (body is None or isinstance(body, bytes))
+        chunked = streamed and any(k.lower() == b"transfer-encoding" for k, _ in headers)
+        connection = None if streamed else self._reuse()
+        if connection is not None:
+            try:
+                return await self._exchange(connection, head, body, chunked, method == "HEAD")
+            except UpstreamError as exc:
+                if connection.answered or isinstance(exc, UpstreamTimeout):
+                    raise
+                log.debug("kept connection to the upstream was closed (%s): sending again on a new one", exc)
+        connection = await self._connect()
+        return await self._exchange(connection, head, body, chunked, method == "HEAD")
+
+    async def _exchange(self, connection: _Connection, head: bytes, body: bytes | AsyncIterator[bytes] | None,
+                        chunked: bool, head_only: bool) -> UpstreamAnswer:
         try:
-            answer = await connection.handle_async_request(request)
+            await connection.send(head, body, chunked, head_only, self._timeout)
+            await connection.head(self._timeout)
         except BaseException:
-            await connection.aclose()  # no await inside: done even when cancelled
+            connection.close()
             raise
+        return UpstreamAnswer(connection.status, connection.headers, connection.body(self._timeout),
+                              functools.partial(self._release, connection))
 
-        async def release() -> None:
-            await answer.aclose()  # idle again if the whole answer was read, else closed by httpcore
-            if connection.is_idle() and len(self._idle) < self._KEEP_IDLE:
-                self._idle.append(connection)
-            elif not connection.is_closed():
-                await connection.aclose()
+    async def _release(self, connection: _Connection) -> None:
+        if connection.reusable() and len(self._idle) < self.KEEP_IDLE:
+            connection.make_idle()
+            self._idle.append(connection)
+        else:
+            connection.close()
 
-        # The connection's own byte stream: ``answer.aiter_stream()`` only wraps it in one more generator.
-        return UpstreamAnswer(answer.status, answer.headers, cast(AsyncIterable[bytes], answer.stream), release)
-
-    async def _connection(self) -> httpcore.AsyncHTTP11Connection:
-        while self._idle:
-            connection = self._idle.pop()
-            if connection.is_idle() and not connection.has_expired():  # expired: too old, or closed by the upstream
+    def _reuse(self) -> _Connection | None:
+        idle = self._idle
+        if not idle:
+            return None
+        now = time.monotonic()
+        if now - idle[0].idle_since > self.KEEPALIVE_S:  # the oldest; one a request, so none lingers for long
+            idle.pop(0).close()
+        while idle:
+            connection = idle.pop()
+            if not connection.closed and now - connection.idle_since <= self.KEEPALIVE_S:
                 return connection
-            await connection.aclose()
-        stream = await self._backend.connect_tcp(self._origin.host.decode("ascii"), self._origin.port,
-                                                 timeout=self._timeout)
-        return httpcore.AsyncHTTP11Connection(self._origin, stream, keepalive_expiry=self._KEEPALIVE_S)
+            connection.close()
+        return None
 
-    async def aclose(self) -> None:
-        """Close every idle connection (and the https pool)."""
+    async def _connect(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        try:
+            _, connection = await asyncio.wait_for(
+                loop.create_connection(lambda: _Connection(loop), self._host, self._port), self._timeout)
+        except asyncio.TimeoutError:
+            raise UpstreamTimeout(f"no connection to {self._host}:{self._port} within {self._timeout:g} s") from None
+        except OSError as exc:
+            raise UpstreamDown(str(exc) or type(exc).__name__) from exc
+        return connection
+
+    def close(self) -> None:
+        """Close every idle connection (those in use close when their answer is done with)."""
         idle, self._idle = self._idle, []
         for connection in idle:
-            await connection.aclose()
-        if self._pool is not None:
-            await self._pool.aclose()
+            connection.close()

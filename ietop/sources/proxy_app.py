@@ -9,9 +9,8 @@ chunk only after it has been sent on, so it never delays the client.
 
 A plain-HTTP upstream is spoken to through ``upstream.Connections`` (see there why not an HTTP client
 library); an https one, or any through an injected ``httpx.AsyncClient`` (``make_app(client=...)``: tests,
-in-process transports), through httpx, whose ``send`` adds nothing of the client's own. Either way ``Host``
-is the upstream's, and the body's framing (``Content-Length`` for a body read whole,
-``Transfer-Encoding: chunked`` for a streamed one of unknown length) is set here for what is actually sent.
+in-process transports), through httpx, whose ``send`` adds nothing of the client's own. Either way the
+headers sent are built by ``proxy_headers`` (``Host`` the upstream's, framing for what is actually sent).
 
 What the client sees when things go wrong, and what gets recorded (``ProxyRequest.error``):
 
@@ -39,6 +38,7 @@ from urllib.parse import quote
 
 import httpx
 
+from ietop.sources.proxy_headers import header, request_headers, response_headers
 from ietop.sources.upstream import Connections, UpstreamAnswer, UpstreamDown, UpstreamError, UpstreamTimeout
 from parsers.events import ProxyRequest
 from parsers.stream import StreamMeter, is_inference_path
@@ -59,19 +59,10 @@ if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
     # again: ~0.4 ms each. Cache the miss (a None entry makes the import fail at once, as it would have).
     sys.modules["sniffio"] = None  # type: ignore[assignment]
 
-HOP_BY_HOP = frozenset(
-    {b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"proxy-connection", b"te",
-     b"trailer", b"transfer-encoding", b"upgrade"}
-)
-"""Headers that describe one connection, not the message (RFC 9110 §7.6.1): never forwarded."""
-_NOT_FORWARDED_UP = HOP_BY_HOP | {b"host", b"expect"}
-"""Host is the upstream's; ``Expect: 100-continue`` was already answered by the server in front of us."""
-_FRAMING = frozenset({b"content-length", b"transfer-encoding"})
 _UPSTREAM_ERRORS = (httpx.HTTPError, UpstreamError)
 """What a failing upstream raises: ours (plain http) or httpx's (https, or an injected client)."""
 _TIMEOUTS = (httpx.TimeoutException, UpstreamTimeout)
 _CONNECT_ERRORS = (httpx.ConnectError, UpstreamDown)
-_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _METER_BEHIND_MAX = 64
 """Chunks sent but not yet measured beyond which they are measured at once (bounds what is held for it)."""
 _STREAM_UP_ABOVE = 1 << 20
@@ -121,46 +112,6 @@ class _Exchange:
             t, chunk = unmetered.popleft()
             if meter is not None:
                 meter.feed(t, chunk)
-
-
-def _connection_tokens(headers: list[tuple[bytes, bytes]]) -> set[bytes]:
-    """Header names listed in ``Connection`` (hop-by-hop by declaration)."""
-    return {t.strip().lower() for k, v in headers if k.lower() == b"connection" for t in v.split(b",") if t.strip()}
-
-
-def _request_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    drop = _NOT_FORWARDED_UP | _connection_tokens(raw)
-    return [(k, v) for k, v in raw if k.lower() not in drop]
-
-
-def _framed(headers: list[tuple[bytes, bytes]], method: str, content: bytes | AsyncIterator[bytes] | None,
-            had_length: bool) -> list[tuple[bytes, bytes]]:
-    """``headers`` with the framing of the body as it is sent on (what httpx's request model used to add).
-
-    A body read whole gets its real ``Content-Length`` (the client may have sent it chunked); none at all gets
-    ``Content-Length: 0`` where the method expects a body or the client sent one. A streamed body keeps the
-    client's ``Content-Length``, or is sent chunked when the client did not give one.
-    """
-    if isinstance(content, bytes) or content is None:
-        kept = [(k, v) for k, v in headers if k.lower() not in _FRAMING]
-        if content or had_length or method in _BODY_METHODS:
-            kept.append((b"content-length", str(len(content or b"")).encode()))
-        return kept
-    if any(k.lower() == b"content-length" for k, _ in headers):
-        return headers
-    return [*headers, (b"transfer-encoding", b"chunked")]
-
-
-def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
-    for k, v in headers:
-        if k.lower() == name:
-            return v.decode("latin-1")
-    return None
-
-
-def _response_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    drop = HOP_BY_HOP | _connection_tokens(raw)
-    return [(k, v) for k, v in raw if k.lower() not in drop]
 
 
 def _error_body(message: str) -> bytes:
@@ -297,7 +248,6 @@ class ProxyApp:
         path: str = scope["path"]
         measured = method == "POST" and is_inference_path(path)
         raw_headers: list[tuple[bytes, bytes]] = [(bytes(k), bytes(v)) for k, v in scope["headers"]]
-        headers = _request_headers(raw_headers)
         state = _Exchange()
         body_done = asyncio.Event()
         body = b""
@@ -313,8 +263,7 @@ class ProxyApp:
             if measured:
                 self._record(StreamMeter(path, b"", None, t0, method=method), wall, None, "client disconnected")
             return
-        had_length = any(k.lower() in _FRAMING for k, _ in raw_headers)
-        headers = [(b"host", self._netloc), *_framed(headers, method, content, had_length)]
+        headers = request_headers(raw_headers, self._netloc, method, content)
 
         # The forwarding runs in this task; a watcher cancels it if the client leaves first, which closes the
         # upstream request. A server also reports "disconnect" once the response is complete: only one that
@@ -396,10 +345,10 @@ class ProxyApp:
             return
         try:
             if measured:
-                state.meter = StreamMeter(path, body, _header(response.headers, b"content-type"), t0, method=method,
-                                          content_encoding=_header(response.headers, b"content-encoding"))
+                state.meter = StreamMeter(path, body, header(response.headers, b"content-type"), t0, method=method,
+                                          content_encoding=header(response.headers, b"content-encoding"))
             await send({"type": "http.response.start", "status": response.status,
-                        "headers": _response_headers(response.headers)})
+                        "headers": response_headers(response.headers)})
             state.status = response.status
             async for chunk in response.chunks:
                 t = time.perf_counter()

@@ -32,6 +32,8 @@ from typing import cast
 
 import httptools
 
+from ietop.sources.proxy_headers import ends_at_eof, request_head
+
 __all__ = ["Connections", "UpstreamAnswer", "UpstreamDown", "UpstreamError", "UpstreamTimeout"]
 
 log = logging.getLogger("ietop.proxy")
@@ -139,7 +141,7 @@ class _Connection(asyncio.Protocol):
     def _ended(self, why: str) -> None:
         self.closed = True
         if self._parser is not None and not self._complete:
-            if self._headers_done and _ends_at_eof(self.headers):
+            if self._headers_done and ends_at_eof(self.headers):
                 self._complete = True  # a body with neither a length nor chunks ends where the connection does
             else:
                 self._fail(UpstreamError(why + (" before the end of its answer" if self.answered else
@@ -289,35 +291,9 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
 
-def _ends_at_eof(headers: Headers) -> bool:
-    for name, value in headers:
-        lower = name.lower()
-        if lower == b"content-length" or (lower == b"transfer-encoding" and b"chunked" in value.lower()):
-            return False
-    return True
-
-
 def _expire(future: asyncio.Future[None], message: str) -> None:
     if not future.done():
         future.set_exception(UpstreamTimeout(message))
-
-
-def request_head(method: str, target: bytes, headers: Headers) -> bytes:
-    """The request line and headers, as sent.
-
-    Raises:
-        ValueError: a line break in any part (the ASGI server parsed these from a request, so none should
-        be there; checked because one would let a client write a request of its own to the upstream).
-    """
-    parts = [method.encode("ascii"), b" ", target, b" HTTP/1.1\r\n"]
-    for name, value in headers:
-        parts += (name, b": ", value, b"\r\n")
-    parts.append(b"\r\n")
-    head = b"".join(parts)
-    lines = len(headers) + 2
-    if head.count(b"\n") != lines or head.count(b"\r") != lines:
-        raise ValueError("line break in a request's method, target or headers")
-    return head
 
 
 class Connections:

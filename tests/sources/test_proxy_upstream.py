@@ -27,6 +27,7 @@ import httpx
 import pytest
 
 from ietop.sources.proxy import BackgroundServer, make_app
+from ietop.sources.proxy_headers import request_head
 from parsers.events import ProxyRequest
 
 SSE = b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\ndata: [DONE]\n\n'
@@ -386,3 +387,12 @@ def test_hop_by_hop_answer_headers_are_dropped(client: httpx.Client) -> None:
         r = client.get(url + "/api/tags")
     assert r.headers["x-engine"] == "kept" and r.headers["content-length"] == "2"
     assert "x-hop" not in r.headers and "keep-alive" not in r.headers
+
+
+def test_a_line_break_in_a_request_never_reaches_the_upstream() -> None:
+    """The server in front parsed these, so none should hold one; if one did, it would let a client write a
+    request of its own onto the upstream connection."""
+    assert request_head("GET", b"/a?b=1", [(b"host", b"h")]) == b"GET /a?b=1 HTTP/1.1\r\nhost: h\r\n\r\n"
+    for target, headers in [(b"/", [(b"x", b"a\r\nb: c")]), (b"/\n", []), (b"/", [(b"x\r", b"1")])]:
+        with pytest.raises(ValueError, match="line break"):
+            request_head("GET", target, headers)

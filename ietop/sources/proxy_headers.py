@@ -1,0 +1,98 @@
+"""HTTP/1.1 message rules that `ietop proxy` applies between its clients and the upstream.
+
+Which headers belong to one connection and are never forwarded (RFC 9110 §7.6.1), how a forwarded request
+body is framed for what is actually sent, and the request head as written on the wire. Kept apart from the
+ASGI app and the connections so both read the same rules, and each stays small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+__all__ = ["HOP_BY_HOP", "ends_at_eof", "header", "request_head", "request_headers", "response_headers"]
+
+Headers = list[tuple[bytes, bytes]]
+
+HOP_BY_HOP = frozenset(
+    {b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"proxy-connection", b"te",
+     b"trailer", b"transfer-encoding", b"upgrade"}
+)
+"""Headers that describe one connection, not the message (RFC 9110 §7.6.1): never forwarded."""
+_NOT_FORWARDED_UP = HOP_BY_HOP | {b"host", b"expect"}
+"""Host is the upstream's; ``Expect: 100-continue`` was already answered by the server in front of us."""
+_FRAMING = frozenset({b"content-length", b"transfer-encoding"})
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def connection_tokens(headers: Headers) -> set[bytes]:
+    """Header names listed in ``Connection`` (hop-by-hop by declaration)."""
+    return {t.strip().lower() for k, v in headers if k.lower() == b"connection" for t in v.split(b",") if t.strip()}
+
+
+def request_headers(raw: Headers, host: bytes, method: str, content: bytes | AsyncIterator[bytes] | None) -> Headers:
+    """What goes upstream: ``host`` as ``Host``, the client's end-to-end headers, and the framing of the body
+    as it is sent on (what httpx's request model used to add).
+
+    A body read whole gets its real ``Content-Length`` (the client may have sent it chunked); none at all gets
+    ``Content-Length: 0`` where the method expects a body or the client sent one. A streamed body keeps the
+    client's ``Content-Length``, or is sent chunked when the client did not give one.
+    """
+    drop = _NOT_FORWARDED_UP | connection_tokens(raw)
+    headers = [(b"host", host)]
+    had_length = False
+    for k, v in raw:
+        name = k.lower()
+        if name in _FRAMING:
+            had_length = True
+            if isinstance(content, bytes) or content is None or name != b"content-length":
+                continue  # set below, for what is sent
+        if name not in drop:
+            headers.append((k, v))
+    if isinstance(content, bytes) or content is None:
+        if content or had_length or method in _BODY_METHODS:
+            headers.append((b"content-length", b"%d" % len(content or b"")))
+    elif not any(k.lower() == b"content-length" for k, _ in headers):
+        headers.append((b"transfer-encoding", b"chunked"))
+    return headers
+
+
+def header(headers: Headers, name: bytes) -> str | None:
+    """The first value of header ``name`` (lower case), decoded."""
+    for k, v in headers:
+        if k.lower() == name:
+            return v.decode("latin-1")
+    return None
+
+
+def response_headers(raw: Headers) -> Headers:
+    """What goes back to the client: the upstream's end-to-end headers (the server frames the body itself)."""
+    drop = HOP_BY_HOP | connection_tokens(raw)
+    return [(k, v) for k, v in raw if k.lower() not in drop]
+
+
+def ends_at_eof(headers: Headers) -> bool:
+    """An answer with these headers has a body that ends where the connection does (neither a length nor
+    chunks), or, when the status or request says so, none; ``ends_at_eof`` only decides the former."""
+    for name, value in headers:
+        lower = name.lower()
+        if lower == b"content-length" or (lower == b"transfer-encoding" and b"chunked" in value.lower()):
+            return False
+    return True
+
+
+def request_head(method: str, target: bytes, headers: Headers) -> bytes:
+    """The request line and headers, as sent.
+
+    Raises:
+        ValueError: a line break in any part (the ASGI server parsed these from a request, so none should
+        be there; checked because one would let a client write a request of its own to the upstream).
+    """
+    parts = [method.encode("ascii"), b" ", target, b" HTTP/1.1\r\n"]
+    for name, value in headers:
+        parts += (name, b": ", value, b"\r\n")
+    parts.append(b"\r\n")
+    head = b"".join(parts)
+    lines = len(headers) + 2
+    if head.count(b"\n") != lines or head.count(b"\r") != lines:
+        raise ValueError("line break in a request's method, target or headers")
+    return head

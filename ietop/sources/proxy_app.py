@@ -79,6 +79,12 @@ class _ClientGone(Exception):
 class _Exchange:
     """What one forwarded request has produced so far; shared by the handler and the disconnect watcher."""
 
+    path: str
+    method: str
+    t0: float
+    body: bytes = b""
+    """The request body, when read whole (the meter reads ``model`` and ``stream`` from it)."""
+    answer_headers: list[tuple[bytes, bytes]] | None = None
     meter: StreamMeter | None = None
     status: int | None = None
     error: str | None = None
@@ -105,13 +111,24 @@ class _Exchange:
         elif len(self.unmetered) >= _METER_BEHIND_MAX:
             self.meter_now()
 
-    def meter_now(self) -> None:
-        """Feed the meter every chunk still waiting for it."""
-        meter, unmetered = self.meter, self.unmetered
+    def meter_now(self) -> StreamMeter:
+        """The meter, fed every chunk still waiting for it. Made on first use, not before the first chunk
+        went out: it parses the request body (a prompt can be megabytes) and nothing it does is urgent."""
+        meter = self.meter
+        if meter is None:
+            answer = self.answer_headers or []
+            meter = self.meter = StreamMeter(self.path, self.body, header(answer, b"content-type"), self.t0,
+                                             method=self.method,
+                                             content_encoding=header(answer, b"content-encoding"))
+        unmetered = self.unmetered
         while unmetered:
             t, chunk = unmetered.popleft()
-            if meter is not None:
-                meter.feed(t, chunk)
+            meter.feed(t, chunk)
+        return meter
+
+
+def _never() -> bool:
+    return False
 
 
 def _error_body(message: str) -> bytes:
@@ -248,20 +265,19 @@ class ProxyApp:
         path: str = scope["path"]
         measured = method == "POST" and is_inference_path(path)
         raw_headers: list[tuple[bytes, bytes]] = [(bytes(k), bytes(v)) for k, v in scope["headers"]]
-        state = _Exchange()
+        state = _Exchange(path, method, t0)
         body_done = asyncio.Event()
-        body = b""
         content: bytes | AsyncIterator[bytes] | None
         try:
             if not measured and self._large_body(raw_headers):
                 content = _stream_body(receive, body_done)
             else:
-                body = await _read_body(receive)
-                content = body or None
+                state.body = await _read_body(receive)
+                content = state.body or None
                 body_done.set()
         except _ClientGone:
             if measured:
-                self._record(StreamMeter(path, b"", None, t0, method=method), wall, None, "client disconnected")
+                self._record(state.meter_now(), wall, None, "client disconnected")
             return
         headers = request_headers(raw_headers, self._netloc, method, content)
 
@@ -280,7 +296,7 @@ class ProxyApp:
 
         watch.add_done_callback(client_left)
         try:
-            await self._forward(scope, method, headers, content, body, t0, measured, state, send)
+            await self._forward(scope, headers, content, measured, state, send)
         except asyncio.CancelledError:
             if not state.client_gone:
                 raise  # this handler itself was cancelled (server shutdown)
@@ -296,9 +312,7 @@ class ProxyApp:
         if state.client_gone and state.error is None:
             state.error = "client disconnected"
         if measured:
-            state.meter_now()
-            meter = state.meter or StreamMeter(path, body, None, t0, method=method)
-            self._record(meter, wall, state.status, state.error, state.t_end)
+            self._record(state.meter_now(), wall, state.status, state.error, state.t_end)
 
     @staticmethod
     def _large_body(raw_headers: list[tuple[bytes, bytes]]) -> bool:
@@ -324,14 +338,14 @@ class ProxyApp:
         request = httpx.Request(method, self._origin_url + target.decode("latin-1"), headers=headers,
                                 content=content, extensions=self._extensions)
         response = await self._get_client().send(request, stream=True)
-        return UpstreamAnswer(response.status_code, response.headers.raw, response.aiter_raw(), response.aclose)
+        return UpstreamAnswer(response.status_code, response.headers.raw, response.aiter_raw(), response.aclose,
+                              _never)
 
-    async def _forward(self, scope: Scope, method: str, headers: list[tuple[bytes, bytes]],
-                       content: bytes | AsyncIterator[bytes] | None, body: bytes, t0: float, measured: bool,
-                       state: _Exchange, send: Send) -> None:
-        path: str = scope["path"]
+    async def _forward(self, scope: Scope, headers: list[tuple[bytes, bytes]],
+                       content: bytes | AsyncIterator[bytes] | None, measured: bool, state: _Exchange,
+                       send: Send) -> None:
         try:
-            response = await self._open(scope, method, headers, content)
+            response = await self._open(scope, state.method, headers, content)
         except _ClientGone:
             state.error = "client disconnected"
             return
@@ -344,18 +358,22 @@ class ProxyApp:
             state.complete = True
             return
         try:
-            if measured:
-                state.meter = StreamMeter(path, body, header(response.headers, b"content-type"), t0, method=method,
-                                          content_encoding=header(response.headers, b"content-encoding"))
+            state.answer_headers = response.headers
             await send({"type": "http.response.start", "status": response.status,
                         "headers": response_headers(response.headers)})
             state.status = response.status
+            ended = response.ended
+            last = False
             async for chunk in response.chunks:
                 t = time.perf_counter()
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                # The answer's last bytes go out with the end of the response: one write, one wake-up for
+                # the client instead of two.
+                last = ended()
+                await send({"type": "http.response.body", "body": chunk, "more_body": not last})
                 if measured:
                     state.meter_later(t, chunk)
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            if not last:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
             state.t_end = time.perf_counter()
             state.complete = True
         except _UPSTREAM_ERRORS as exc:

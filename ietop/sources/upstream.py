@@ -69,6 +69,8 @@ class UpstreamAnswer:
     aclose: Callable[[], Awaitable[None]]
     """Done with the answer: the connection is kept for reuse or closed. Never suspends, so a cancelled
     handler still completes it."""
+    ended: Callable[[], bool]
+    """Whether the whole answer is in: the chunk just read from ``chunks`` is then the last one."""
 
 
 class _Connection(asyncio.Protocol):
@@ -270,6 +272,10 @@ class _Connection(asyncio.Protocol):
             else:
                 await self._wait(timeout, "no more of the answer from upstream")
 
+    def ended(self) -> bool:
+        """The whole answer has been received, and all of it taken."""
+        return self._complete and not self._chunks
+
     def reusable(self) -> bool:
         """The exchange ended cleanly and both sides keep the connection open."""
         return (self._complete and self._keep_alive and self._sent and self._error is None and not self.closed
@@ -344,7 +350,7 @@ class Connections:
             connection.close()
             raise
         return UpstreamAnswer(connection.status, connection.headers, connection.body(self._timeout),
-                              functools.partial(self._release, connection))
+                              functools.partial(self._release, connection), connection.ended)
 
     async def _release(self, connection: _Connection) -> None:
         if connection.reusable() and len(self._idle) < self.KEEP_IDLE:

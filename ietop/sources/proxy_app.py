@@ -38,7 +38,7 @@ from urllib.parse import quote
 
 import httpx
 
-from ietop.sources.proxy_headers import header, request_headers, response_headers
+from ietop.sources.proxy_headers import header, length_above, request_headers, response_headers
 from ietop.sources.upstream import Connections, UpstreamAnswer, UpstreamDown, UpstreamError, UpstreamTimeout
 from parsers.events import ProxyRequest
 from parsers.stream import StreamMeter, is_inference_path
@@ -127,10 +127,6 @@ class _Exchange:
         return meter
 
 
-def _never() -> bool:
-    return False
-
-
 def _error_body(message: str) -> bytes:
     return json.dumps({"error": f"ietop proxy: {message}"}).encode() + b"\n"
 
@@ -183,7 +179,7 @@ def _upstream_failure(exc: Exception) -> tuple[int, str, str]:
         return 504, "upstream timeout", "upstream timeout"
     if isinstance(exc, _CONNECT_ERRORS):
         return 502, "upstream down", "upstream down (connection failed)"
-    return 502, "upstream error", f"upstream error ({type(exc).__name__})"
+    return 502, "upstream error", f"upstream error ({exc if isinstance(exc, UpstreamError) else type(exc).__name__})"
 
 
 class ProxyApp:
@@ -269,7 +265,7 @@ class ProxyApp:
         body_done = asyncio.Event()
         content: bytes | AsyncIterator[bytes] | None
         try:
-            if not measured and self._large_body(raw_headers):
+            if not measured and length_above(raw_headers, _STREAM_UP_ABOVE):
                 content = _stream_body(receive, body_done)
             else:
                 state.body = await _read_body(receive)
@@ -314,19 +310,6 @@ class ProxyApp:
         if measured:
             self._record(state.meter_now(), wall, state.status, state.error, state.t_end)
 
-    @staticmethod
-    def _large_body(raw_headers: list[tuple[bytes, bytes]]) -> bool:
-        for k, v in raw_headers:
-            name = k.lower()
-            if name == b"transfer-encoding":
-                return True
-            if name == b"content-length":
-                try:
-                    return int(v) > _STREAM_UP_ABOVE
-                except ValueError:
-                    return True
-        return False
-
     async def _open(self, scope: Scope, method: str, headers: list[tuple[bytes, bytes]],
                     content: bytes | AsyncIterator[bytes] | None) -> UpstreamAnswer:
         """Send the request on; returns once the upstream's status and headers are in."""
@@ -338,8 +321,7 @@ class ProxyApp:
         request = httpx.Request(method, self._origin_url + target.decode("latin-1"), headers=headers,
                                 content=content, extensions=self._extensions)
         response = await self._get_client().send(request, stream=True)
-        return UpstreamAnswer(response.status_code, response.headers.raw, response.aiter_raw(), response.aclose,
-                              _never)
+        return UpstreamAnswer(response.status_code, response.headers.raw, response.aiter_raw(), response.aclose)
 
     async def _forward(self, scope: Scope, headers: list[tuple[bytes, bytes]],
                        content: bytes | AsyncIterator[bytes] | None, measured: bool, state: _Exchange,

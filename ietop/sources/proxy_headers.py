@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-__all__ = ["HOP_BY_HOP", "ends_at_eof", "header", "request_head", "request_headers", "response_headers"]
+__all__ = ["HOP_BY_HOP", "ends_at_eof", "header", "length_above", "request_head", "request_headers",
+           "response_headers"]
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -54,6 +55,20 @@ def request_headers(raw: Headers, host: bytes, method: str, content: bytes | Asy
     elif not any(k.lower() == b"content-length" for k, _ in headers):
         headers.append((b"transfer-encoding", b"chunked"))
     return headers
+
+
+def length_above(headers: Headers, limit: int) -> bool:
+    """The request body is longer than ``limit`` bytes, or of unknown length (sent in chunks)."""
+    for k, v in headers:
+        name = k.lower()
+        if name == b"transfer-encoding":
+            return True
+        if name == b"content-length":
+            try:
+                return int(v) > limit
+            except ValueError:
+                return True
+    return False
 
 
 def header(headers: Headers, name: bytes) -> str | None:

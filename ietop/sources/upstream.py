@@ -69,7 +69,7 @@ class UpstreamAnswer:
     aclose: Callable[[], Awaitable[None]]
     """Done with the answer: the connection is kept for reuse or closed. Never suspends, so a cancelled
     handler still completes it."""
-    ended: Callable[[], bool]
+    ended: Callable[[], bool] = lambda: False
     """Whether the whole answer is in: the chunk just read from ``chunks`` is then the last one."""
 
 

@@ -2,13 +2,14 @@
 
 Why not an HTTP client library: through ``httpx.AsyncClient`` the proxy added ~2.7 ms at p50 to every
 request (bench/proxy_overhead.py, 2-core VM); through ``httpcore`` on asyncio transports of our own it still
-added 1-1.7 ms, and parsing the upstream's answer with h11 alone took ~0.3 ms of CPU for a 10-chunk SSE
-stream where httptools (llhttp, the parser uvicorn already runs in front of the proxy) takes ~8 µs. A proxy
-to one origin needs little of a client: write the request, parse the answer, keep the connection when the
-exchange ended cleanly. The HTTP parsing stays in a well-kept parser; what is left here is connection
-bookkeeping. An https upstream does not come here: ``proxy_app`` sends it through httpx.
+added ~1-1.7 ms (by the load on the machine), and parsing the upstream's answer with h11 alone took ~0.3 ms
+of CPU for a 10-chunk SSE stream where httptools (llhttp, the parser uvicorn already runs in front of the
+proxy) takes ~8 µs. A proxy to one origin needs little of a client: write the request, parse the answer,
+keep the connection when the exchange ended cleanly. The HTTP parsing stays in a well-kept parser; what is
+left here is connection bookkeeping. An https upstream does not come here: ``proxy_app`` sends it through
+httpx.
 
-The rules, each for a failure seen in proxies:
+The rules:
 
 - a connection is kept for the next request only after an exchange that ended cleanly: the whole request
   sent, the whole answer received, both sides willing to keep it open. A body not read to its end, an
@@ -311,8 +312,9 @@ class Connections:
 
     KEEP_IDLE = 100
     """Idle connections kept for reuse, at most (httpx's default)."""
-    KEEPALIVE_S = 5.0
-    """An idle connection older than this is closed instead of reused (httpx's default)."""
+    KEEPALIVE_S = 4.0
+    """An idle connection older than this is closed instead of reused: under the 5 s after which uvicorn
+    (vLLM's server) closes one, so that the race the retry in ``open`` covers stays rare."""
 
     def __init__(self, host: str, port: int, timeout: float) -> None:
         self._host = host
@@ -364,7 +366,7 @@ class Connections:
         if not idle:
             return None
         now = time.monotonic()
-        if now - idle[0].idle_since > self.KEEPALIVE_S:  # the oldest; one a request, so none lingers for long
+        if now - idle[0].idle_since > self.KEEPALIVE_S:  # the oldest, one per request: none lingers for long
             idle.pop(0).close()
         while idle:
             connection = idle.pop()

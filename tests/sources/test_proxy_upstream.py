@@ -28,6 +28,7 @@ import pytest
 
 from ietop.sources.proxy import BackgroundServer, make_app
 from ietop.sources.proxy_headers import request_head
+from ietop.sources.upstream import Connections
 from parsers.events import ProxyRequest
 
 SSE = b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\ndata: [DONE]\n\n'
@@ -284,6 +285,17 @@ def test_idle_connection_closed_by_the_upstream_is_not_reused(client: httpx.Clie
             assert client.get(url + "/api/tags").status_code == 200
             time.sleep(0.3)
     assert [(r.conn, r.nth) for r in upstream.requests] == [(0, 0), (1, 0)]
+
+
+def test_connection_idle_too_long_is_not_reused(client: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept no longer than an engine's server would keep it: the upstream still has it open here."""
+    monkeypatch.setattr(Connections, "KEEPALIVE_S", 0.1)
+    with scripted(lambda r: ok()) as (upstream, url, _):
+        for pause in (0.0, 0.3, 0.0):
+            time.sleep(pause)
+            assert client.get(url + "/api/tags").status_code == 200
+        assert wait_for(lambda: upstream.closed_by_proxy == [0])  # closed, not left open
+    assert [(r.conn, r.nth) for r in upstream.requests] == [(0, 0), (1, 0), (1, 1)]
 
 
 def test_kept_connection_closed_as_the_request_goes_out_is_retried_once(client: httpx.Client) -> None:

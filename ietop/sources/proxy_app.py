@@ -10,7 +10,7 @@ chunk only after it has been sent on, so it never delays the client.
 A plain-HTTP upstream is spoken to through ``upstream.Connections`` (see there why not an HTTP client
 library); an https one, or any through an injected ``httpx.AsyncClient`` (``make_app(client=...)``: tests,
 in-process transports), through httpx, whose ``send`` adds nothing of the client's own. Either way the
-headers sent are built by ``proxy_headers`` (``Host`` the upstream's, framing for what is actually sent).
+headers sent are built by ``proxy_messages`` (``Host`` the upstream's, framing for what is actually sent).
 
 What the client sees when things go wrong, and what gets recorded (``ProxyRequest.error``):
 
@@ -27,29 +27,35 @@ import asyncio
 import collections
 import dataclasses
 import importlib.util
-import json
 import logging
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timezone
-from typing import Any
 from urllib.parse import quote
 
 import httpx
 
-from ietop.sources.proxy_headers import header, length_above, request_headers, response_headers
+from ietop.sources.proxy_messages import (
+    ASGIApp,
+    ClientGone,
+    Receive,
+    Scope,
+    Send,
+    header,
+    length_above,
+    read_body,
+    request_headers,
+    response_headers,
+    send_error,
+    stream_body,
+    wait_disconnect,
+)
 from ietop.sources.upstream import Connections, UpstreamAnswer, UpstreamDown, UpstreamError, UpstreamTimeout
 from parsers.events import ProxyRequest
 from parsers.stream import StreamMeter, is_inference_path
 
 __all__ = ["ASGIApp", "ProxyApp", "make_app"]
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 log = logging.getLogger("ietop.proxy")
 
@@ -69,10 +75,6 @@ _STREAM_UP_ABOVE = 1 << 20
 """Request bodies larger than this on unmeasured paths (Ollama blob uploads are GBs) are streamed to the
 upstream instead of read first. Measured requests are read whole: their body is a prompt, and the meter
 needs its ``model`` and ``stream`` fields."""
-
-
-class _ClientGone(Exception):
-    """The client disconnected while its request body was being forwarded."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -125,52 +127,6 @@ class _Exchange:
             t, chunk = unmetered.popleft()
             meter.feed(t, chunk)
         return meter
-
-
-def _error_body(message: str) -> bytes:
-    return json.dumps({"error": f"ietop proxy: {message}"}).encode() + b"\n"
-
-
-async def _send_error(send: Send, status: int, message: str) -> None:
-    body = _error_body(message)
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-async def _read_body(receive: Receive) -> bytes:
-    """The whole request body; raises ``_ClientGone`` if the client leaves first."""
-    parts: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise _ClientGone
-        parts.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(parts)
-
-
-async def _stream_body(receive: Receive, done: asyncio.Event) -> AsyncIterator[bytes]:
-    """The request body as it arrives, for large uploads; sets ``done`` after the last part."""
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise _ClientGone
-        body = message.get("body", b"")
-        if body:
-            yield body
-        if not message.get("more_body", False):
-            done.set()
-            return
-
-
-async def _wait_disconnect(receive: Receive, body_done: asyncio.Event) -> None:
-    """Returns when the client disconnects (only listens once the request body has been read)."""
-    await body_done.wait()
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return
 
 
 def _upstream_failure(exc: Exception) -> tuple[int, str, str]:
@@ -266,12 +222,12 @@ class ProxyApp:
         content: bytes | AsyncIterator[bytes] | None
         try:
             if not measured and length_above(raw_headers, _STREAM_UP_ABOVE):
-                content = _stream_body(receive, body_done)
+                content = stream_body(receive, body_done)
             else:
-                state.body = await _read_body(receive)
+                state.body = await read_body(receive)
                 content = state.body or None
                 body_done.set()
-        except _ClientGone:
+        except ClientGone:
             if measured:
                 self._record(state.meter_now(), wall, None, "client disconnected")
             return
@@ -281,7 +237,7 @@ class ProxyApp:
         # upstream request. A server also reports "disconnect" once the response is complete: only one that
         # comes before the last byte went out cancels anything.
         handler = asyncio.current_task()
-        watch = asyncio.ensure_future(_wait_disconnect(receive, body_done))
+        watch = asyncio.ensure_future(wait_disconnect(receive, body_done))
 
         def client_left(watcher: asyncio.Future[None]) -> None:
             if watcher.cancelled() or watcher.exception() is not None or state.complete or state.finished:
@@ -328,14 +284,14 @@ class ProxyApp:
                        send: Send) -> None:
         try:
             response = await self._open(scope, state.method, headers, content)
-        except _ClientGone:
+        except ClientGone:
             state.error = "client disconnected"
             return
         except _UPSTREAM_ERRORS as exc:
             status, state.error, detail = _upstream_failure(exc)
             state.status = status
             log.debug("upstream request failed: %r", exc)
-            await _send_error(send, status, f"{detail}: {self.upstream}")
+            await send_error(send, status, f"{detail}: {self.upstream}")
             state.t_end = time.perf_counter()
             state.complete = True
             return

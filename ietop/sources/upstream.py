@@ -33,7 +33,7 @@ from typing import cast
 
 import httptools
 
-from ietop.sources.proxy_headers import ends_at_eof, request_head
+from ietop.sources.proxy_messages import ends_at_eof, request_head
 
 __all__ = ["Connections", "UpstreamAnswer", "UpstreamDown", "UpstreamError", "UpstreamTimeout"]
 

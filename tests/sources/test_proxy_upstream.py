@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from ietop.sources.proxy import BackgroundServer, make_app
-from ietop.sources.proxy_headers import request_head
+from ietop.sources.proxy_messages import request_head
 from ietop.sources.upstream import Connections
 from parsers.events import ProxyRequest
 

@@ -1,17 +1,29 @@
-"""HTTP/1.1 message rules that `ietop proxy` applies between its clients and the upstream.
+"""The messages `ietop proxy` reads and writes, apart from what it does with them.
 
-Which headers belong to one connection and are never forwarded (RFC 9110 §7.6.1), how a forwarded request
-body is framed for what is actually sent, and the request head as written on the wire. Kept apart from the
-ASGI app and the connections so both read the same rules, and each stays small.
+HTTP/1.1 rules between the clients and the upstream: which headers belong to one connection and are never
+forwarded (RFC 9110 §7.6.1), how a forwarded request body is framed for what is actually sent, and the
+request head as written on the wire (read by both ``proxy_app`` and ``upstream``). And the client side in
+ASGI terms: reading a request body whole or as it comes, noticing the client leave, answering an error.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from typing import Any
 
-__all__ = ["HOP_BY_HOP", "ends_at_eof", "header", "length_above", "request_head", "request_headers",
-           "response_headers"]
+__all__ = [
+    "HOP_BY_HOP", "ASGIApp", "ClientGone", "Receive", "Scope", "Send", "ends_at_eof", "header", "length_above",
+    "read_body", "request_head", "request_headers", "response_headers", "send_error", "stream_body",
+    "wait_disconnect",
+]
 
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Headers = list[tuple[bytes, bytes]]
 
 HOP_BY_HOP = frozenset(
@@ -111,3 +123,56 @@ def request_head(method: str, target: bytes, headers: Headers) -> bytes:
     if head.count(b"\n") != lines or head.count(b"\r") != lines:
         raise ValueError("line break in a request's method, target or headers")
     return head
+
+
+# -- the client side, in ASGI terms ---------------------------------------------------------------------
+
+
+class ClientGone(Exception):
+    """The client disconnected while its request body was being forwarded."""
+
+
+def error_body(message: str) -> bytes:
+    return json.dumps({"error": f"ietop proxy: {message}"}).encode() + b"\n"
+
+
+async def send_error(send: Send, status: int, message: str) -> None:
+    body = error_body(message)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def read_body(receive: Receive) -> bytes:
+    """The whole request body; raises ``ClientGone`` if the client leaves first."""
+    parts: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        parts.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+async def stream_body(receive: Receive, done: asyncio.Event) -> AsyncIterator[bytes]:
+    """The request body as it arrives, for large uploads; sets ``done`` after the last part."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        body = message.get("body", b"")
+        if body:
+            yield body
+        if not message.get("more_body", False):
+            done.set()
+            return
+
+
+async def wait_disconnect(receive: Receive, body_done: asyncio.Event) -> None:
+    """Returns when the client disconnects (only listens once the request body has been read)."""
+    await body_done.wait()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return

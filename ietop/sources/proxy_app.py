@@ -5,7 +5,8 @@ Why a hand-written ASGI callable rather than a framework: a proxy must not parse
 decompress what it forwards, and every framework layer is one more place where that can happen. The
 response body is read as the upstream sent it (compressed or not: nothing decodes it) and each chunk is
 handed to the server as soon as it arrives; the measuring (``parsers.stream.StreamMeter``) sees the same
-chunk only after it has been sent on, so it never delays the client.
+chunk only after it has been sent on, and a finished request is measured to its end and recorded when the
+proxy next waits on the upstream (``ProxyApp._later``), so neither delays a client.
 
 A plain-HTTP upstream is spoken to through ``upstream.Connections`` (see there why not an HTTP client
 library); an https one, or any through an injected ``httpx.AsyncClient`` (``make_app(client=...)``: tests,
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import functools
 import importlib.util
 import logging
 import sys
@@ -69,6 +71,8 @@ _UPSTREAM_ERRORS = (httpx.HTTPError, UpstreamError)
 """What a failing upstream raises: ours (plain http) or httpx's (https, or an injected client)."""
 _TIMEOUTS = (httpx.TimeoutException, UpstreamTimeout)
 _CONNECT_ERRORS = (httpx.ConnectError, UpstreamDown)
+_BOOKKEEPING_WAIT_S = 0.005
+"""The longest a finished request's measuring waits for the proxy to be idle (see ``ProxyApp._later``)."""
 _METER_BEHIND_MAX = 64
 """Chunks sent but not yet measured beyond which they are measured at once (bounds what is held for it)."""
 _STREAM_UP_ABOVE = 1 << 20
@@ -101,17 +105,18 @@ class _Exchange:
     unmetered: collections.deque[tuple[float, bytes]] = dataclasses.field(default_factory=collections.deque)
     """(time sent, chunk) handed to the server but not yet to the meter."""
 
-    def meter_later(self, t: float, chunk: bytes) -> None:
+    def meter_later(self, t: float, chunk: bytes, last: bool) -> None:
         """Feed ``chunk`` (sent at ``t``) to the meter once the event loop has nothing more urgent to do.
 
         Chunks that arrive together (a burst; the upstream faster than the proxy) are all sent on before any
         of them is measured: the measuring (~15 µs a chunk) never stands between two chunks of a stream. The
-        times are those of sending, so the measurement is the same; ``meter_now`` catches up at the end."""
+        times are those of sending, so the measurement is the same; ``meter_now`` catches up at the end,
+        which is also where the ``last`` chunk is left for."""
         self.unmetered.append((t, chunk))
-        if len(self.unmetered) == 1:
-            asyncio.get_running_loop().call_soon(self.meter_now)
-        elif len(self.unmetered) >= _METER_BEHIND_MAX:
+        if len(self.unmetered) >= _METER_BEHIND_MAX:
             self.meter_now()
+        elif len(self.unmetered) == 1 and not last:
+            asyncio.get_running_loop().call_soon(self.meter_now)
 
     def meter_now(self) -> StreamMeter:
         """The meter, fed every chunk still waiting for it. Made on first use, not before the first chunk
@@ -165,9 +170,11 @@ class ProxyApp:
         # An https upstream is not a local engine's usual set-up: it goes through httpx (TLS verified as httpx
         # does it) at httpx's cost per request, and plain http through our own connections.
         plain = url.scheme == "http" and client is None
-        self._connections = Connections(base.host, base.port or 80, timeout) if plain else None
+        self._connections = Connections(base.host, base.port or 80, timeout, self._do_jobs) if plain else None
         self._extensions = {"timeout": {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}}
         self._callback_failed = False
+        self._jobs: list[Callable[[], None]] = []
+        self._jobs_timer: asyncio.TimerHandle | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -182,7 +189,8 @@ class ProxyApp:
 
     async def aclose(self) -> None:
         """Close the upstream connections this app opened (the lifespan shutdown does this); an injected
-        client is the caller's to close."""
+        client is the caller's to close. Measurements still pending are recorded first."""
+        self._do_jobs()
         if self._connections is not None:
             self._connections.close()
         if self._own_client and self._client is not None:
@@ -229,7 +237,8 @@ class ProxyApp:
                 body_done.set()
         except ClientGone:
             if measured:
-                self._record(state.meter_now(), wall, None, "client disconnected")
+                state.error = "client disconnected"
+                self._later(functools.partial(self._record, state, wall, time.perf_counter()))
             return
         headers = request_headers(raw_headers, self._netloc, method, content)
 
@@ -264,7 +273,8 @@ class ProxyApp:
         if state.client_gone and state.error is None:
             state.error = "client disconnected"
         if measured:
-            self._record(state.meter_now(), wall, state.status, state.error, state.t_end)
+            t_end = state.t_end if state.t_end is not None else time.perf_counter()
+            self._later(functools.partial(self._record, state, wall, t_end))
 
     async def _open(self, scope: Scope, method: str, headers: list[tuple[bytes, bytes]],
                     content: bytes | AsyncIterator[bytes] | None) -> UpstreamAnswer:
@@ -309,7 +319,7 @@ class ProxyApp:
                 last = ended()
                 await send({"type": "http.response.body", "body": chunk, "more_body": not last})
                 if measured:
-                    state.meter_later(t, chunk)
+                    state.meter_later(t, chunk, last)
             if not last:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             state.t_end = time.perf_counter()
@@ -324,10 +334,30 @@ class ProxyApp:
         finally:
             await response.aclose()
 
-    def _record(self, meter: StreamMeter, wall: datetime, status: int | None, error: str | None,
-                t_end: float | None = None) -> None:
-        end = t_end if t_end is not None else time.perf_counter()
-        event = dataclasses.replace(meter.finish(end, status, error), ts=wall)
+    def _later(self, job: Callable[[], None]) -> None:
+        """Run ``job`` (measuring and recording a finished request) while the proxy waits on the upstream
+        for a next request, or after ``_BOOKKEEPING_WAIT_S``, whichever comes first.
+
+        Done at once, it held up a request that came right after: a client sending its next request as soon
+        as it has the last byte found the proxy still busy with the previous one (~0.2 ms a request, most
+        of it StreamMeter); waiting for the upstream, the proxy has nothing else to do."""
+        self._jobs.append(job)
+        if self._jobs_timer is None:
+            self._jobs_timer = asyncio.get_running_loop().call_later(_BOOKKEEPING_WAIT_S, self._do_jobs)
+
+    def _do_jobs(self) -> None:
+        if self._jobs_timer is not None:
+            self._jobs_timer.cancel()
+            self._jobs_timer = None
+        jobs, self._jobs = self._jobs, []
+        for job in jobs:
+            try:
+                job()
+            except Exception as exc:  # a bug in measuring: one line, and the proxy goes on
+                log.error("measuring a request failed: %r", exc)
+
+    def _record(self, state: _Exchange, wall: datetime, t_end: float) -> None:
+        event = dataclasses.replace(state.meter_now().finish(t_end, state.status, state.error), ts=wall)
         try:
             self._on_request(event)
         except Exception as exc:  # a failing sink must not take the proxy down; say so once, in one line

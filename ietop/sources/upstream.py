@@ -316,10 +316,13 @@ class Connections:
     """An idle connection older than this is closed instead of reused: under the 5 s after which uvicorn
     (vLLM's server) closes one, so that the race the retry in ``open`` covers stays rare."""
 
-    def __init__(self, host: str, port: int, timeout: float) -> None:
+    def __init__(self, host: str, port: int, timeout: float, while_waiting: Callable[[], None] | None = None) -> None:
+        """Connections to ``host:port``; ``while_waiting`` is called each time a request has been written and
+        its answer is awaited: the caller's moment for work that can wait."""
         self._host = host
         self._port = port
         self._timeout = timeout
+        self._while_waiting = while_waiting
         self._idle: list[_Connection] = []
 
     async def open(self, method: str, target: bytes, headers: Headers,
@@ -347,6 +350,8 @@ class Connections:
                         chunked: bool, head_only: bool) -> UpstreamAnswer:
         try:
             await connection.send(head, body, chunked, head_only, self._timeout)
+            if self._while_waiting is not None:
+                self._while_waiting()
             await connection.head(self._timeout)
         except BaseException:
             connection.close()

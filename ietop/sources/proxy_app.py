@@ -73,6 +73,8 @@ _TIMEOUTS = (httpx.TimeoutException, UpstreamTimeout)
 _CONNECT_ERRORS = (httpx.ConnectError, UpstreamDown)
 _BOOKKEEPING_WAIT_S = 0.005
 """The longest a finished request's measuring waits for the proxy to be idle (see ``ProxyApp._later``)."""
+_WATCH_AFTER_S = 0.02
+"""How long a request goes before its client is watched for leaving (see ``ProxyApp._http``)."""
 _METER_BEHIND_MAX = 64
 """Chunks sent but not yet measured beyond which they are measured at once (bounds what is held for it)."""
 _STREAM_UP_ABOVE = 1 << 20
@@ -244,9 +246,11 @@ class ProxyApp:
 
         # The forwarding runs in this task; a watcher cancels it if the client leaves first, which closes the
         # upstream request. A server also reports "disconnect" once the response is complete: only one that
-        # comes before the last byte went out cancels anything.
+        # comes before the last byte went out cancels anything. The watcher starts after _WATCH_AFTER_S: an
+        # answer that comes sooner (most API calls) never costs a task, and a client leaving is noticed at
+        # most that much later.
         handler = asyncio.current_task()
-        watch = asyncio.ensure_future(wait_disconnect(receive, body_done))
+        watch: asyncio.Future[None] | None = None
 
         def client_left(watcher: asyncio.Future[None]) -> None:
             if watcher.cancelled() or watcher.exception() is not None or state.complete or state.finished:
@@ -255,7 +259,12 @@ class ProxyApp:
             if handler is not None:
                 handler.cancel()
 
-        watch.add_done_callback(client_left)
+        def start_watching() -> None:
+            nonlocal watch
+            watch = asyncio.ensure_future(wait_disconnect(receive, body_done))
+            watch.add_done_callback(client_left)
+
+        timer = asyncio.get_running_loop().call_later(_WATCH_AFTER_S, start_watching)
         try:
             await self._forward(scope, headers, content, measured, state, send)
         except asyncio.CancelledError:
@@ -269,7 +278,9 @@ class ProxyApp:
             log.error("proxy failed on %s %s: %r", method, path, exc)
         finally:
             state.finished = True
-            watch.cancel()
+            timer.cancel()
+            if watch is not None:
+                watch.cancel()
         if state.client_gone and state.error is None:
             state.error = "client disconnected"
         if measured:

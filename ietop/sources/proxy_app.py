@@ -184,7 +184,7 @@ class ProxyApp:
         if self._client is None:
             # Created lazily, inside the server's event loop. No env proxies (a local engine must not be sent
             # through $HTTP_PROXY) and no connection cap (a cap would queue streams behind each other).
-            self._client = httpx.AsyncClient(trust_env=False, follow_redirects=False,
+            self._client = httpx.AsyncClient(timeout=self._timeout, trust_env=False, follow_redirects=False,
                                              limits=httpx.Limits(max_connections=None, max_keepalive_connections=100))
             self._own_client = True
         return self._client
@@ -389,7 +389,8 @@ def make_app(
     Args:
         upstream: base URL of the engine, e.g. ``http://127.0.0.1:11434``; a path prefix is kept.
         on_request: called once per measured request (POST to an inference path) with its measurement,
-            ``ts`` set to the request's arrival (UTC); runs on the event loop, so it must be quick.
+            ``ts`` set to the request's arrival (UTC), within ~5 ms of its end (``ProxyApp._later``); runs on
+            the event loop, so it must be quick.
         client: an httpx client to forward with (its transport and pool; requests go out through its
             ``send``, so its default headers, cookies and auth are not added); by default the app forwards
             through its own connections (``upstream.Connections``), or for an https upstream its own httpx

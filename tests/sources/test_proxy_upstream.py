@@ -408,3 +408,16 @@ def test_a_line_break_in_a_request_never_reaches_the_upstream() -> None:
     for target, headers in [(b"/", [(b"x", b"a\r\nb: c")]), (b"/\n", []), (b"/", [(b"x\r", b"1")])]:
         with pytest.raises(ValueError, match="line break"):
             request_head("GET", target, headers)
+
+
+def test_https_upstream_goes_through_httpx(client: httpx.Client) -> None:
+    """TLS is httpx's: the app makes its own client for an https upstream (nothing listens here)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    records: list[ProxyRequest] = []
+    with BackgroundServer(make_app(f"https://127.0.0.1:{port}", records.append, timeout=2.0)) as proxy:
+        r = client.post(proxy.url + "/api/chat", content=b'{"model": "m"}')
+        assert r.status_code == 502 and "upstream down" in r.json()["error"]
+        assert wait_for(lambda: len(records) == 1)
+    assert (records[0].status, records[0].error, records[0].model) == (502, "upstream down", "m")

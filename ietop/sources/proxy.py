@@ -122,6 +122,9 @@ class JsonlSink:
 
 
 def _uvicorn_config(app: ASGIApp, host: str, port: int, log_level: str, **extra: Any) -> uvicorn.Config:
+    # http and loop stay "auto": uvicorn then parses requests with httptools and, in ``run_proxy``, runs on
+    # uvloop, both dependencies of ietop (see pyproject.toml), and falls back to h11 and asyncio without them.
+    # ``BackgroundServer`` runs on a plain asyncio loop: it shares a process with the dashboard or the tests.
     return uvicorn.Config(
         app,
         host=host,
@@ -133,6 +136,9 @@ def _uvicorn_config(app: ASGIApp, host: str, port: int, log_level: str, **extra:
         access_log=False,
         server_header=False,
         date_header=False,
+        # X-Forwarded-* are the client's headers, forwarded as they are: uvicorn's middleware for them would
+        # only rewrite the scope's client address, which nothing here reads, at a cost on every request.
+        proxy_headers=False,
         **extra,
     )
 

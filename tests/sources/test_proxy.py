@@ -160,7 +160,7 @@ class Upstream:
                 await send({"type": "http.response.body", "body": block, "more_body": True})
             await send({"type": "http.response.body", "body": b""})
         elif name == "gzip":
-            packed = gzip.compress(body_of(load("mlx-chat-stream-usage")))
+            packed = gzip.compress(body_of(load("mlx-chat-stream-usage")), mtime=0)
             await send({**start, "headers": [(b"content-type", b"text/event-stream"), (b"content-encoding", b"gzip")]})
             for i in range(0, len(packed), 500):
                 await send({"type": "http.response.body", "body": packed[i:i + 500], "more_body": True})
@@ -381,7 +381,7 @@ def test_compressed_answer_is_forwarded_raw_and_still_measured(proxy: Proxy, cli
     seen = fetch(client, "POST", proxy.url + "/v1/chat/completions", content=b'{"stream": true}',
                  headers={"x-mode": "gzip", "accept-encoding": "gzip"})
     assert seen.headers["content-encoding"] == "gzip"
-    assert seen.body == gzip.compress(body_of(load("mlx-chat-stream-usage")))
+    assert seen.body == gzip.compress(body_of(load("mlx-chat-stream-usage")), mtime=0)
     assert ("accept-encoding", "gzip") in upstream[0].seen[-1]["headers"]
     (rec,) = proxy.wait()
     assert (rec.prompt_tokens, rec.output_tokens, rec.content_chunks, rec.bytes_down) == (39, 12, 11, len(seen.body))

@@ -86,10 +86,12 @@ if __name__ == "__main__":
 REPLAY_CHILD = """\
 import asyncio, json, resource, sys, time
 import psutil
+from ietop.runtime import tune_gc
 from ietop.tui.run import replay_app
 
 path, timeout_s = sys.argv[1], float(sys.argv[2])
 proc = psutil.Process()
+tune_gc()  # as `ietop replay` does at start (ietop/cli.py)
 
 def rss_mb():
     return proc.memory_info().rss / 1e6

@@ -11,7 +11,7 @@ One run, three processes, all on 127.0.0.1:
 
 1. an upstream (this file with ``--serve-upstream``): a tiny ASGI app under uvicorn answering every POST with
    the same small OpenAI-style SSE stream (8 content chunks + usage + ``[DONE]``, each its own write, ~2 KB);
-2. the proxy (this file with ``--serve-proxy``): ``ietop.sources.proxy.run_proxy`` in front of it, writing its
+2. the proxy: ``python -m ietop proxy --listen … --upstream … --jsonl … --quiet`` in front of it, writing its
    measurements to a JSONL file as in real use;
 3. this process, the client: httpx with keep-alive, sending N requests **directly** and N **through the
    proxy**, interleaved (direct/proxy, then proxy/direct) so drift hits both alike, after a warm-up.
@@ -88,13 +88,6 @@ def serve_upstream(port: int) -> None:
 
     uvicorn.run(upstream_app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="on",
                 server_header=False, date_header=False, ws="none")
-
-
-def serve_proxy(port: int, upstream: str, jsonl: str) -> None:
-    sys.path.insert(0, str(REPO))
-    from ietop.sources.proxy import run_proxy
-
-    run_proxy(f"127.0.0.1:{port}", upstream, jsonl_path=jsonl)
 
 
 # -- the client ---------------------------------------------------------------------------------------------
@@ -243,13 +236,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=OUT / "proxy_overhead.json")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--serve-upstream", type=int, metavar="PORT", help=argparse.SUPPRESS)
-    parser.add_argument("--serve-proxy", nargs=3, metavar=("PORT", "UPSTREAM", "JSONL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_upstream:
         serve_upstream(args.serve_upstream)
-        return 0
-    if args.serve_proxy:
-        serve_proxy(int(args.serve_proxy[0]), args.serve_proxy[1], args.serve_proxy[2])
         return 0
 
     up_port, proxy_port = free_port(), free_port()
@@ -258,7 +247,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         jsonl = Path(tmp) / "proxy.jsonl"
         upstream = subprocess.Popen([*me, "--serve-upstream", str(up_port)])
-        proxy = subprocess.Popen([*me, "--serve-proxy", str(proxy_port), direct, str(jsonl)])
+        # Started as users start it, so the CLI's process settings (ietop.runtime) apply; --quiet: no
+        # line per request on stderr, whose cost depends on where stderr goes.
+        proxy = subprocess.Popen([sys.executable, "-m", "ietop", "proxy", "--listen", f"127.0.0.1:{proxy_port}",
+                                  "--upstream", direct, "--jsonl", str(jsonl), "--quiet"], cwd=REPO)
         try:
             wait_ready(direct, upstream)
             wait_ready(proxied, proxy)

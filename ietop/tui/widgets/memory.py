@@ -67,9 +67,12 @@ class MemoryPanel(Static):
         if hw is None:  # replay: not this host's hardware; what the log says about its devices instead
             hw = Hardware(None, (), None if snap.log_gpus else "replay: no device in the log", {})
             for lg in snap.log_gpus:
-                parts.append(Text("GPU ", style="bold") + Text(clean(lg.name).removeprefix("NVIDIA ")[:24]))
-                parts.append(Text(f"  {size(lg.total_bytes)}, {size(lg.available_bytes)} free at start (log)",
-                                  style="dim"))
+                # What the engine logged when it started: the device and how much of it was in use then.
+                name = clean(lg.name).removeprefix("NVIDIA ")[: max(4, width - len("GPU  (log)"))]
+                parts.append(Text("GPU ", style="bold") + Text(name) + Text(" (log)", style="dim"))
+                used = None if lg.total_bytes is None or lg.available_bytes is None else \
+                    lg.total_bytes - lg.available_bytes
+                parts.append(_gauge(used, lg.total_bytes, width))
         for g in hw.gpus:
             # nvidia-smi's order and units: utilisation, power, temperature.
             label = f"GPU{g.index} "
@@ -100,7 +103,7 @@ class MemoryPanel(Static):
                 parts.append(Text(f"{who}: {what}", style="dim"))
             else:
                 parts.extend((Text(who, style="dim"), Text(f"  {what}", style="dim")))
-        parts.extend(_breakdown(snap, hw))
+        parts.extend(_breakdown(snap, hw, width))
         self.update(Group(*parts))
 
 
@@ -118,14 +121,16 @@ def _gauge(used: int | None, total: int | None, width: int) -> Text:
     return Text(indent) + bar(used, total, max(2, room - len(indent))) + Text(tail)
 
 
-def _breakdown(snap: Snapshot, hw: Hardware) -> Sequence[Text]:
+def _breakdown(snap: Snapshot, hw: Hardware, width: int) -> Sequence[Text]:
     sized = [r for r in snap.resident if r.size_bytes]
     if not sized:
         return [Text("per-model sizes: unknown (poll Ollama's /api/ps, or OLLAMA_DEBUG logs)", style="dim")] \
             if snap.resident else []
     out = [Text("resident:", style="bold")]
     for r in sized:
-        out.append(Text(f"  {clean(r.model)[:18]:<18} {size(r.size_bytes):>9}"))
+        amount = size(r.size_bytes)
+        room = max(4, width - 3 - len(amount))
+        out.append(Text(f"  {clean(r.model)[:room]:<{room}} {amount}"))
     total = sum(r.size_bytes or 0 for r in sized)
     budget = (sum(g.memory_total or 0 for g in hw.gpus) or sum(g.total_bytes or 0 for g in snap.log_gpus)
               or (hw.host.total if hw.host else 0))
@@ -133,5 +138,6 @@ def _breakdown(snap: Snapshot, hw: Hardware) -> Sequence[Text]:
         frac = total / budget
         style = "bold red" if frac > 0.9 else "yellow" if frac > 0.75 else "green"
         where = "VRAM" if hw.gpus or snap.log_gpus else "RAM"
-        out.append(Text(f"budget {size(total)} / {size(budget)} {where} ({frac:.0%})", style=style))
+        out.append(Text("budget ", style="bold") + Text(f"{frac:.0%} of {where}", style=style))
+        out.append(_gauge(total, budget, width))
     return out

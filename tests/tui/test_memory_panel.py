@@ -22,7 +22,8 @@ GIB = 1 << 30
 H200 = GpuSample(index=0, name="NVIDIA H200", uuid="GPU-df2b2301-2f49-d39a-e374-d30245875b8d",
                  memory_total=150754820096, memory_used=1626341376, util_percent=0, power_w=121.612,
                  power_limit_w=700.0, temperature_c=34, processes=(GpuProcess(487, 1616904192),))
-HOST = HostMemory(total=128 * GIB, available=100 * GIB, used=28 * GIB, swap_total=8 * GIB, swap_used=0)
+HOST = HostMemory(total=128 * GIB, available=100 * GIB, used=28 * GIB, swap_total=8 * GIB, swap_used=0,
+                  wired=21 * GIB)  # wired: as macOS reports it (the Linux sampler leaves it None)
 
 
 def _lines(panel: MemoryPanel) -> list[str]:
@@ -36,7 +37,8 @@ async def test_every_line_fits_the_panel(size: tuple[int, int]) -> None:
     app = replay_app([str(INCIDENT)], 0)
     app.setup.hardware = False
     async with app.run_test(size=size) as pilot:
-        hw = Hardware(HOST, (H200,), None, {487: "ollama"}, engines=(EngineProcess("ollama", 487, 3 * GIB, 12.0, None),))
+        hw = Hardware(HOST, (H200,), None, {487: "ollama"}, wired_limit=96 * GIB,
+                      engines=(EngineProcess("ollama", 487, 3 * GIB, 12.0, None),))
         app.post_message(HardwareSampled(hw, []))
         await pilot.pause()
         app.refresh_view()
@@ -46,7 +48,8 @@ async def test_every_line_fits_the_panel(size: tuple[int, int]) -> None:
         width = panel.content_size.width
         assert lines[0] == "GPU0 H200  0% 122W 34°C"
         assert lines[1].endswith("░ 1.5/140.4 GiB") and lines[2].strip() == "pid 487 (ollama) 1.5 GiB"
-        assert lines[3] == "RAM  swap 0 B / 8.0 GiB" and lines[4].endswith("░ 28.0/128.0 GiB")
+        assert lines[3] == "RAM  swap 0 B/8.0 GiB" and lines[4].endswith("░ 28.0/128.0 GiB")
+        assert lines[5:7] == ["  wired 21.0 GiB", "  GPU may wire 96.0 GiB"]
         too_wide = [line for line in lines if len(line) > width]
         assert not too_wide, (width, too_wide)
 

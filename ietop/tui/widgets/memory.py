@@ -89,13 +89,15 @@ class MemoryPanel(Static):
             parts.append(Text(clean(hw.gpu_note), style="dim"))
         if hw.host is not None:
             h = hw.host
-            parts.append(Text("RAM", style="bold") + Text(f"  swap {size(h.swap_used)} / {size(h.swap_total)}",
-                                                          style="bold red" if h.swap_used > (h.swap_total or 1) * 0.5
+            swap = f"  swap {_pair(h.swap_used, h.swap_total)}" if h.swap_total else "  no swap"
+            parts.append(Text("RAM", style="bold") + Text(swap, style="bold red" if h.swap_used > h.swap_total * 0.5
                                                           else "dim"))
             parts.append(_gauge(h.used, h.total, width))
             wired = getattr(h, "wired", None)
-            if wired or hw.wired_limit:
-                parts.append(Text(f"  wired {size(wired)}, GPU limit {size(hw.wired_limit)}", style="dim"))
+            if wired:  # macOS: what Metal holds for the GPU is in here
+                parts.append(Text(f"  wired {size(wired)}", style="dim"))
+            if hw.wired_limit:
+                parts.append(Text(f"  GPU may wire {size(hw.wired_limit)}", style="dim"))  # iogpu.wired_limit_mb
         for e in hw.engines:
             cpu = "—" if e.cpu_percent is None else f"{e.cpu_percent:.0f}%"
             who, what = f"{e.engine} pid {e.pid}", f"RSS {size(e.rss_bytes)}, CPU {cpu}"
@@ -111,11 +113,16 @@ NARROWEST = 24
 """Content width at the stylesheet's min-width (#memory: 28 with the border and the padding)."""
 
 
-def _gauge(used: int | None, total: int | None, width: int) -> Text:
-    """`  ████░░░░ 2.1/140.4 GiB` on one line of the panel: the bar takes what the numbers leave."""
+def _pair(used: int | None, total: int | None) -> str:
+    """`2.1/140.4 GiB`, or `581.4 MiB/23.5 GiB` when the units differ."""
     u, t = size(used), size(total)
     u_num, _, u_unit = u.partition(" ")
-    tail = f" {u_num}/{t}" if u_unit and t.endswith(" " + u_unit) else f" {u}/{t}"
+    return f"{u_num}/{t}" if u_unit and t.endswith(" " + u_unit) else f"{u}/{t}"
+
+
+def _gauge(used: int | None, total: int | None, width: int) -> Text:
+    """`  ████░░░░ 2.1/140.4 GiB` on one line of the panel: the bar takes what the numbers leave."""
+    tail = " " + _pair(used, total)
     room = width - len(tail)
     indent = "  " if room >= 6 else ""  # at the narrowest, the bar keeps the room the indent would take
     return Text(indent) + bar(used, total, max(2, room - len(indent))) + Text(tail)

@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ietop.runtime import tune_gc
 
-    tune_gc()  # as every ietop command does
+    tune_gc()  # as the live dashboard does at start (ietop/cli.py)
     base = tailer_alone(args.n, args.seed)
     mine = asyncio.run(dashboard(args.n, args.seed))
     b, m = summary(base), summary(mine)

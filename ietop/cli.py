@@ -110,7 +110,7 @@ def _speed(text: str) -> float:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    tune_gc()
+    tune_gc(batch=args.command == "analyze")
     try:
         if args.command == "analyze":
             return _analyze(args)

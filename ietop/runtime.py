@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import gc
 
-# Measured with bench/dashboard.py's ingest (tailer -> parser -> store): at CPython's default first
-# threshold (700 allocations) the collector ran every few hundred lines and re-walked the young line,
-# event and request objects, 15-20 % of ingest time. Those are freed by reference counting, not by the
-# collector, which only finds cycles; it still runs, less often, so a cycle is still freed.
-GEN0_THRESHOLD = 50_000
+BATCH_GEN0_THRESHOLD = 50_000
+"""For `ietop analyze` only. Measured with bench/dashboard.py's ingest (tailer -> parser -> store): at
+CPython's default first threshold (700 allocations) the collector ran every few hundred lines and re-walked
+the young line, event and request objects, 15-20 % of the time. The dashboard keeps the default: replaying
+236k inference requests it held 99.5 MB at 700, 128.8 MB at 10,000 and 151 MB at 50,000 (Textual's and
+asyncio's cyclic garbage lived longer and fragmented the heap), against a budget of 150 MB for 1M."""
 
 _tuned = False
 
 
-def tune_gc() -> None:
-    """Freeze what imports created (never garbage) and collect the young generation less often."""
+def tune_gc(*, batch: bool = False) -> None:
+    """Freeze what imports created (never garbage, no longer walked by each full collection); for a batch
+    command, also collect the young generation less often."""
     global _tuned
     if _tuned:
         return
     _tuned = True
-    gc.freeze()  # import-time objects leave the generations the collector walks
-    _, gen1, gen2 = gc.get_threshold()
-    gc.set_threshold(GEN0_THRESHOLD, gen1, gen2)
+    gc.freeze()
+    if batch:
+        _, gen1, gen2 = gc.get_threshold()
+        gc.set_threshold(BATCH_GEN0_THRESHOLD, gen1, gen2)

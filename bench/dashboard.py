@@ -439,7 +439,7 @@ def ingest_ietop(path: Path) -> dict[str, Any]:
     from ietop.runtime import tune_gc
     from ietop.tui.run import new_store
 
-    tune_gc()  # as the live dashboard does at start (ietop/cli.py); only analyze also raises the GC threshold
+    tune_gc()  # as the live dashboard does at start (ietop/cli.py); analyze and proxy also raise the GC threshold
     store, _view, _evidence = new_store()
     feed = TailFeed(store, str(path), "ollama", Evidence(), from_start=True)
     tailer, tail, apply = feed.tailer, feed.tail, store.apply

@@ -339,12 +339,28 @@ def test_replayed_stream_is_byte_identical_and_measured_like_the_client(
     assert rec.ts is not None and rec.ts.tzinfo is not None and rec.line == 0
     assert rec.e2e_s is not None and abs(rec.e2e_s - seen.e2e_s) < TOLERANCE_S + 0.005  # + client teardown
     if expect["stream"]:
+        # The proxy and the client time the same chunks from two threads; on a busy 2-core machine either can
+        # be descheduled for a few ms at the wrong moment. So up to two more tries of the same stream, and
+        # one must agree within 5 ms: a real measuring error would be in every try.
+        tries = [(rec, seen)]
+        while not _timings_agree(*tries[-1]) and len(tries) < TIMING_TRIES:
+            again = post_fixture(client, proxy.url, name)
+            tries.append((proxy.wait(len(tries) + 1)[-1], again))
+        rec, seen = tries[-1]
         assert rec.ttft_s is not None and seen.ttft_s is not None and rec.itl_s is not None and seen.itl_s is not None
-        assert abs(rec.ttft_s - seen.ttft_s) < TOLERANCE_S
-        assert abs(rec.itl_s - seen.itl_s) < TOLERANCE_S
+        assert abs(rec.ttft_s - seen.ttft_s) < TOLERANCE_S, tries
+        assert abs(rec.itl_s - seen.itl_s) < TOLERANCE_S, tries
         assert abs(rec.ttft_s - expect["ttft_s"]) < 0.02  # the recorded timing was replayed, not lost in buffers
     else:
         assert rec.ttft_s is None and rec.itl_s is None
+
+
+TIMING_TRIES = 3
+
+
+def _timings_agree(rec: ProxyRequest, seen: Seen) -> bool:
+    return (rec.ttft_s is not None and seen.ttft_s is not None and rec.itl_s is not None and seen.itl_s is not None
+            and abs(rec.ttft_s - seen.ttft_s) < TOLERANCE_S and abs(rec.itl_s - seen.itl_s) < TOLERANCE_S)
 
 
 def test_stream_is_not_buffered(proxy: Proxy, client: httpx.Client) -> None:

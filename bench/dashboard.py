@@ -178,6 +178,14 @@ def tail_text(data: bytes, limit: int = 1500) -> str:
     return flat[-limit:]
 
 
+def metric(mine: float | None, base: float | None, target: float | None, kind: str, unit: str,
+           **extra: Any) -> dict[str, Any]:
+    """One row of the report: the value, its baseline from the same run, their ratio and the verdict."""
+    ok = None if mine is None or target is None else mine <= target if kind == "max" else mine >= target
+    return {"ietop": mine, "baseline": base, "ratio": ratio(mine, base), "target": target, "target_kind": kind,
+            "ok": ok, "unit": unit, **extra}
+
+
 def ratio(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or b <= 0:
         return None
@@ -623,15 +631,7 @@ def run_all(
             runs["baseline"].append(first_frame(baseline_argv, "hello", problems))
         a = median([r["first_frame_s"] for r in runs["ietop"] if r["first_frame_s"] is not None])
         b = median([r["first_frame_s"] for r in runs["baseline"] if r["first_frame_s"] is not None])
-        metrics["first_frame_s"] = {
-            "ietop": a,
-            "baseline": b,
-            "ratio": ratio(a, b),
-            "target": FIRST_FRAME_MAX,
-            "target_kind": "max",
-            "ok": None if a is None else a <= FIRST_FRAME_MAX,
-            "unit": "s",
-        }
+        metrics["first_frame_s"] = metric(a, b, FIRST_FRAME_MAX, "max", "s")
         details["first_frame"] = runs
 
     if "idle" in only:
@@ -642,16 +642,7 @@ def run_all(
         ri = idle_cpu(ietop_argv, "Residency", idle_s, settle_s, problems)
         rb = idle_cpu(baseline_argv, "hello", idle_s, settle_s, problems)
         a, b = ri.get("cpu_pct"), rb.get("cpu_pct")
-        metrics["idle_cpu_pct"] = {
-            "ietop": a,
-            "baseline": b,
-            "ratio": ratio(a, b),
-            "target": IDLE_CPU_MAX,
-            "target_kind": "max",
-            "ok": None if a is None else a <= IDLE_CPU_MAX,
-            "unit": "% of one core",
-            "window_s": idle_s,
-        }
+        metrics["idle_cpu_pct"] = metric(a, b, IDLE_CPU_MAX, "max", "% of one core", window_s=idle_s)
         details["idle"] = {"ietop": ri, "baseline": rb}
 
     if "ingest" in only:
@@ -666,17 +657,7 @@ def run_all(
                 f"parser {mine['parsed_lines']}, plain loop {base['lines']}"
             )
         a, b = mine["lines_per_s"], base["lines_per_s"]
-        metrics["ingest_lines_per_s"] = {
-            "ietop": a,
-            "baseline": b,
-            "ratio": ratio(a, b),
-            "target": INGEST_MIN,
-            "target_kind": "min",
-            "ok": a >= INGEST_MIN,
-            "unit": "lines/s",
-            "lines": mine["lines"],
-            "wc_l": wc,
-        }
+        metrics["ingest_lines_per_s"] = metric(a, b, INGEST_MIN, "min", "lines/s", lines=mine["lines"], wc_l=wc)
         details["ingest"] = {"ietop": mine, "baseline": base}
 
     if "rss" in only:
@@ -692,40 +673,17 @@ def run_all(
                 problems.append(f"rss: the {who} replay reported: {r['errors']}")
         inf = mine["counts"].get("inference_requests", 0)
         a, b = mine["rss_mb"], base["rss_mb"]
-        metrics["rss_after_replay_mb"] = {
-            "ietop": a,
-            "baseline": b,
-            "ratio": ratio(a, b),
-            "delta_mb": a - b,
-            "target": RSS_MAX_MB,
-            "target_kind": "max",
-            "ok": a <= RSS_MAX_MB,
-            "unit": "MB (10^6 bytes)",
-            "inference_requests": inf,
-            "http_requests": mine["counts"].get("requests", 0),
-            "baseline_inference_requests": base["counts"].get("inference_requests", 0),
-        }
+        metrics["rss_after_replay_mb"] = metric(
+            a, b, RSS_MAX_MB, "max", "MB (10^6 bytes)", delta_mb=a - b, inference_requests=inf,
+            http_requests=mine["counts"].get("requests", 0),
+            baseline_inference_requests=base["counts"].get("inference_requests", 0))
         pa, pb = mine["peak_rss_mb"], base["peak_rss_mb"]
-        metrics["peak_rss_replay_mb"] = {
-            "ietop": pa,
-            "baseline": pb,
-            "ratio": ratio(pa, pb),
-            "delta_mb": pa - pb,
-            "target": RSS_MAX_MB,
-            "target_kind": "max",
-            "ok": pa <= RSS_MAX_MB,
-            "unit": "MB (10^6 bytes), VmHWM of the replay child",
-        }
-        metrics["replay_requests_per_s"] = {
-            "ietop": inf / mine["replay_s"] if mine["replay_s"] > 0 else None,
-            "baseline": None,
-            "ratio": None,
-            "target": None,
-            "target_kind": "info",
-            "ok": None,
-            "unit": "inference requests/s",
-            "lines_per_s": mine["lines"] / mine["replay_s"] if mine["replay_s"] > 0 else None,
-        }
+        metrics["peak_rss_replay_mb"] = metric(pa, pb, RSS_MAX_MB, "max", "MB (10^6 bytes), VmHWM of the replay child",
+                                               delta_mb=pa - pb)
+        secs = mine["replay_s"]
+        metrics["replay_requests_per_s"] = metric(inf / secs if secs > 0 else None, None, None, "info",
+                                                  "inference requests/s",
+                                                  lines_per_s=mine["lines"] / secs if secs > 0 else None)
         details["rss"] = {"ietop": mine, "baseline": base}
 
     report = {

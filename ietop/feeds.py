@@ -18,7 +18,7 @@ from typing import Any
 from ietop.model.store import Store
 from ietop.pipeline import FileInput, epoch, make_parser, merged_events, open_inputs
 from parsers.envelope import strip_envelope
-from parsers.events import Event
+from parsers.events import AccessCount, Event
 
 Item = tuple[int, float, Event]
 BATCH_MAX = 5000
@@ -206,6 +206,9 @@ class TailParse:
         self.n = 0
         self._last_t = 0.0
         self._last_ts: datetime | None = None
+        self.ok_probe: Callable[[str], datetime | None] | None = (
+            getattr(self.parser, "ok_probe", None) if store.counts_ok_probes else None)
+        """The parser's shortcut for successful non-inference access lines, when the store only counts them."""
 
     def parse(self, texts: Iterable[tuple[str, datetime | None]]) -> list[Item]:
         """(raw text, a time the transport gave, e.g. journald's) → items."""
@@ -213,8 +216,21 @@ class TailParse:
         parser, src, remember = self.parser, self.src, self.evidence.remember
         last_ts, last_t = self._last_ts, self._last_t
         n = self.n
+        ok_probe = self.ok_probe
+        probes = probe_line = 0
+        probe_ts: datetime | None = None
         for text, given_ts in texts:
             n += 1
+            if ok_probe is not None and (pts := ok_probe(text)) is not None:
+                # A health check or similar: the store only counts it, so no event is built.
+                probes += 1
+                probe_line, probe_ts = n, pts
+                if pts is not last_ts:
+                    last_ts = pts
+                    t = epoch(pts)
+                    if t > last_t:
+                        last_t = t
+                continue
             st = strip_envelope(text)
             if not st.text:
                 continue
@@ -229,6 +245,8 @@ class TailParse:
                     if t > last_t:
                         last_t = t
                 items.append((src, last_t, event))
+        if probes:
+            items.append((src, last_t, AccessCount(probe_line, probe_ts, probes)))
         self.n, self._last_ts, self._last_t = n, last_ts, last_t
         return items
 

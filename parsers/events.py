@@ -263,6 +263,15 @@ class HttpAccess(Event):
 
 
 @dataclass(slots=True)
+class AccessCount(Event):
+    """``count`` successful non-inference access lines (health checks, `/api/tags`…) that a consumer which
+    keeps no such request asked to have counted instead of parsed one by one; ``line`` and ``ts`` are the
+    last one's. Never produced by ``parse()``: only by a feed that asked the parser's ``ok_probe``."""
+
+    count: int
+
+
+@dataclass(slots=True)
 class ErrorEvent(Event):
     """An error. ``kind``: oom, runner_crash, load_failed, client_abort, engine_dead or other."""
 
@@ -346,6 +355,7 @@ class PromptText(Event):
 
 __all__ = [
     "ALL_EVENT_TYPES",
+    "AccessCount",
     "Admission",
     "CacheSlot",
     "ContextSize",
@@ -415,6 +425,7 @@ ALL_EVENT_TYPES: tuple[type[Event], ...] = (
     Timing,
     SlotRelease,
     HttpAccess,
+    AccessCount,
     ErrorEvent,
     RequestArrival,
     RequestBody,

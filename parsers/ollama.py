@@ -39,6 +39,18 @@ GIN_RE = re.compile(
     r"\[GIN\] (\d{4})/(\d{2})/(\d{2}) - (\d{2}):(\d{2}):(\d{2}) \|\s*(\d{3})\s*\|\s*(\S+)\s*\|\s*(\S*)\s*\|\s*"
     r'([A-Z]+)\s+"([^"\\]*(?:\\.[^"\\]*)*)"'
 )
+# A successful access line that is not inference (health checks, `/api/tags`, `/api/ps`…), bare or inside a
+# `docker logs -t` or journald envelope: the lines a busy server writes most. Matched only where
+# strip_envelope() and _gin() would certainly turn the line into exactly such an HttpAccess (no ANSI, no
+# markdown bold, no trailer, ASCII digits, a well-formed quoted path); anything else takes the full path.
+_OK_PROBE_RE = re.compile(
+    r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z "
+    r"|(?![\[{\s]|time=|\d...-..-)[^ *\x1b]+(?: +\d{1,2})? +\d\d:\d\d:\d\d(?:\.\d+)? +(?:[^ *\x1b]+ +)?"
+    r"[^ \[*\x1b]+\[\d+\]: ?)?"
+    r"\[GIN\] (\d{4}/\d\d/\d\d - \d\d:\d\d:\d\d) \| [123]\d\d \|[^|*\x1b]*\|[^|*\x1b]*\| (?!POST )[A-Z]+ +"
+    r'"[^"\\|*\x1b]*"\Z',
+    re.ASCII,
+)
 _LISTEN_RE = re.compile(r"Listening on (\S+) \(version ([^)]+)\)")
 _GLUED_SLOG_RE = re.compile(r"time=\d{4}-\d{2}-\d{2}T")
 _STARTED_RE = re.compile(r"(?:llama runner|llama-server) started in ([0-9.]+) seconds")
@@ -173,6 +185,37 @@ class OllamaParser:
         self.version = m.group(2)
         return [ServerStart(line, ts, m.group(2), m.group(1))]
 
+    def ok_probe(self, raw: str) -> datetime | None:
+        """The time of `raw` (a whole physical line, envelopes included) when it is a successful access line
+        that is not inference; None for any other line. For a consumer that only counts those requests (the
+        dashboard keeps none of them): it then skips building their events; `parse()` would give one
+        HttpAccess with the same time."""
+        if "[GIN] " not in raw:
+            return None
+        m = _OK_PROBE_RE.match(raw)
+        if m is None:
+            return None
+        stamp = m.group(1)
+        if stamp != self._gin_stamp or self.offset != self._gin_offset:
+            return self._gin_time(stamp)
+        return self._gin_ts
+
+    def _gin_time(self, stamp: str) -> datetime | None:
+        """GIN's `2024/05/02 - 12:33:06` as a time (kept for the following lines of the same second);
+        None when it is not a valid date."""
+        try:
+            naive = datetime(  # noqa: DTZ001 - GIN prints the local clock with no zone
+                int(stamp[0:4]), int(stamp[5:7]), int(stamp[8:10]),
+                int(stamp[13:15]), int(stamp[16:18]), int(stamp[19:21]),
+            )
+        except ValueError:
+            return None
+        # Naive until an slog line teaches us the offset of this machine's clock.
+        self._gin_ts = with_offset(naive, self.offset)
+        self._gin_stamp = stamp
+        self._gin_offset = self.offset
+        return self._gin_ts
+
     def _gin(self, line: int, text: str) -> list[Event] | None:
         # The hot path of every Ollama log: split on the column bars instead of one big regex, and
         # reuse the timestamp of the previous line (access lines arrive many per second).
@@ -186,18 +229,8 @@ class OllamaParser:
         status_ok = status_text.isascii() and status_text.isdigit()
         if not (status_ok and len(quoted) >= 2 and quoted[0] == '"' and quoted[-1] == '"'):
             return self._gin_slow(line, text)
-        if stamp != self._gin_stamp or self.offset != self._gin_offset:
-            try:
-                naive = datetime(  # noqa: DTZ001 - GIN prints the local clock with no zone
-                    int(stamp[0:4]), int(stamp[5:7]), int(stamp[8:10]),
-                    int(stamp[13:15]), int(stamp[16:18]), int(stamp[19:21]),
-                )
-            except ValueError:
-                return self._gin_slow(line, text)
-            # Naive until an slog line teaches us the offset of this machine's clock.
-            self._gin_ts = with_offset(naive, self.offset)
-            self._gin_stamp = stamp
-            self._gin_offset = self.offset
+        if (stamp != self._gin_stamp or self.offset != self._gin_offset) and self._gin_time(stamp) is None:
+            return self._gin_slow(line, text)
         path = quoted[1:-1]
         if "\\" in path:
             path = unquote(quoted)

@@ -24,6 +24,9 @@ SAMPLES = 50_000
 class LiveView:
     """Create with the store: `view = LiveView(); store = Store(view); view.attach(store)`."""
 
+    keeps_ok_probes = False
+    """Successful probes (`HEAD /`, `GET /api/tags`…) are not kept here: the store only counts them."""
+
     def __init__(self, keep: int = 2000) -> None:
         self.store: Store | None = None
         self.requests: deque[Request] = deque(maxlen=keep)

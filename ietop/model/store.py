@@ -86,7 +86,9 @@ class Store:
     """Consumes `(src, t, event)` in time order."""
 
     def __init__(self, sink: Sink | None = None, include_prompts: bool = False) -> None:
-        self.sink: Sink = sink if sink is not None else ListSink()
+        self._count_ok_probes = False
+        """True when the sink keeps no successful probe (`keeps_ok_probes = False`): those are then only counted."""
+        self.sink = sink if sink is not None else ListSink()
         self.include_prompts = include_prompts
         self.sources: list[SourceInfo] = []
         self.settings = Settings()
@@ -106,6 +108,22 @@ class Store:
         """Devices the engine's own log reports (replay has no NVML of that host)."""
         """Endpoint → its newest `/api/ps` answer (parsers.api_events.OllamaResidency)."""
         self._now = 0.0
+
+    @property
+    def sink(self) -> Sink:
+        return self._sink
+
+    @sink.setter
+    def sink(self, sink: Sink) -> None:
+        self._sink = sink
+        # Health checks and management calls (`HEAD /`, `/api/tags`) are most lines of a busy Ollama log;
+        # a sink that drops the successful ones (the dashboard's) spares the store building a record each.
+        self._count_ok_probes = getattr(sink, "keeps_ok_probes", True) is False
+
+    @property
+    def counts_ok_probes(self) -> bool:
+        """Whether successful non-inference requests are only counted (a feed may then send AccessCount)."""
+        return self._count_ok_probes
 
     def set_sink(self, sink: Sink) -> None:
         """Route finalized records to `sink` (before any event is applied)."""
@@ -138,6 +156,8 @@ class Store:
             self.sources[src].unparsed_lines += 1
         elif isinstance(event, ev.HttpAccess):
             self._request(src, t, event, ref, engine)
+        elif isinstance(event, ev.AccessCount):
+            self.counts["requests"] = self.counts.get("requests", 0) + event.count
         elif isinstance(event, ev.LoadDecision):
             if event.co_resident:
                 loads.prelude(src, t, ts, ref)
@@ -289,6 +309,10 @@ class Store:
 
     # -- requests ------------------------------------------------------------------------------
     def _request(self, src: int, t: float, event: ev.HttpAccess, ref: Ref, engine: str) -> None:
+        if (self._count_ok_probes and event.status < 400 and src not in self._mlx
+                and not is_inference(event.method, event.path)):
+            self._count("requests")
+            return
         latency = event.latency_s
         req = Request(
             event.ts, t, t - (latency or 0.0), engine, event.method, event.path, event.status,

@@ -111,3 +111,45 @@ def test_command_feed_reports_a_failing_command_as_an_error() -> None:
     argv = [sys.executable, "-c", "import sys; print('x'); sys.exit(3)"]
     batches = _drain(CommandFeed(Store(ListSink()), "cmd", "ollama", Evidence(), CommandLines(argv)))
     assert batches[-1].error == "cmd: stream ended (exit 3)"
+
+
+def test_tail_feed_counts_health_checks_for_the_dashboard_as_analyze_sees_them(tmp_path: Path) -> None:
+    """The dashboard's store keeps no successful probe, so the tail feed sends AccessCount for them instead
+    of one HttpAccess each: every count, kept request and latency sample must equal the full path's."""
+    import subprocess
+
+    from ietop.model.live import LiveView
+    from parsers.events import AccessCount, HttpAccess
+
+    log = tmp_path / "synthetic.log"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "gen_ollama_log.py"), str(log), "--size", "2M",
+                    "--seed", "3"], check=True, capture_output=True)
+
+    def view_store() -> tuple[Store, LiveView]:
+        view = LiveView(keep=100_000)
+        store = Store(view)
+        view.attach(store)
+        return store, view
+
+    tailed, tailed_view = view_store()
+    assert tailed.counts_ok_probes
+    feed = TailFeed(tailed, str(log), "ollama", Evidence(), from_start=True)
+    kinds: dict[str, int] = {}
+    while True:
+        lines = feed.tailer.read_available()
+        if not lines and not feed.tailer.has_more:
+            break
+        for src, t, event in feed.tail.parse((line.text, None) for line in lines):
+            kinds[type(event).__name__] = kinds.get(type(event).__name__, 0) + 1
+            tailed.apply(src, t, event)
+    feed.tailer.close()
+    tailed.flush()
+
+    full, full_view = view_store()
+    run_files(full, [str(log)], "ollama")
+    assert kinds[AccessCount.__name__] >= 1 and kinds[HttpAccess.__name__] >= 1
+    assert tailed.counts == full.counts
+    assert full.counts["requests"] > 2 * full.counts["inference_requests"] > 0
+    assert [r.as_dict(["x"]) for r in tailed_view.requests] == [r.as_dict(["x"]) for r in full_view.requests]
+    assert list(tailed_view.samples) == list(full_view.samples)
+    assert tailed.sources[0].unparsed_lines == full.sources[0].unparsed_lines

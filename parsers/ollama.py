@@ -42,13 +42,16 @@ GIN_RE = re.compile(
 # A successful access line that is not inference (health checks, `/api/tags`, `/api/ps`…), bare or inside a
 # `docker logs -t` or journald envelope: the lines a busy server writes most. Matched only where
 # strip_envelope() and _gin() would certainly turn the line into exactly such an HttpAccess (no ANSI, no
-# markdown bold, no trailer, ASCII digits, a well-formed quoted path); anything else takes the full path.
-_OK_PROBE_RE = re.compile(
-    r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z "
+# markdown bold, no trailer, a well-formed quoted path); anything else takes the full path. The stamp's
+# 21 characters are checked by _gin_time(), as _gin() checks them.
+_PROBE_GIN_RE = re.compile(
+    r'\[GIN\] [^|*\x1b]{21} \| [123]\d\d \|[^|*\x1b]*\|[^|*\x1b]*\| (?!POST )[A-Z]+ +"[^"\\|*\x1b]*"\Z', re.ASCII
+)
+# What may stand before it: the envelopes strip_envelope() takes off such a line in one step.
+_PROBE_ENVELOPE_RE = re.compile(
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z "
     r"|(?![\[{\s]|time=|\d...-..-)[^ *\x1b]+(?: +\d{1,2})? +\d\d:\d\d:\d\d(?:\.\d+)? +(?:[^ *\x1b]+ +)?"
-    r"[^ \[*\x1b]+\[\d+\]: ?)?"
-    r"\[GIN\] (\d{4}/\d\d/\d\d - \d\d:\d\d:\d\d) \| [123]\d\d \|[^|*\x1b]*\|[^|*\x1b]*\| (?!POST )[A-Z]+ +"
-    r'"[^"\\|*\x1b]*"\Z',
+    r"[^ \[*\x1b]+\[\d+\]: ?",
     re.ASCII,
 )
 _LISTEN_RE = re.compile(r"Listening on (\S+) \(version ([^)]+)\)")
@@ -190,12 +193,12 @@ class OllamaParser:
         that is not inference; None for any other line. For a consumer that only counts those requests (the
         dashboard keeps none of them): it then skips building their events; `parse()` would give one
         HttpAccess with the same time."""
-        if "[GIN] " not in raw:
+        i = raw.find("[GIN] ")
+        if i < 0 or _PROBE_GIN_RE.match(raw, i) is None:
             return None
-        m = _OK_PROBE_RE.match(raw)
-        if m is None:
+        if i and _PROBE_ENVELOPE_RE.fullmatch(raw, 0, i) is None:
             return None
-        stamp = m.group(1)
+        stamp = raw[i + 6 : i + 27]
         if stamp != self._gin_stamp or self.offset != self._gin_offset:
             return self._gin_time(stamp)
         return self._gin_ts
@@ -204,12 +207,12 @@ class OllamaParser:
         """GIN's `2024/05/02 - 12:33:06` as a time (kept for the following lines of the same second);
         None when it is not a valid date."""
         try:
-            naive = datetime(  # noqa: DTZ001 - GIN prints the local clock with no zone
-                int(stamp[0:4]), int(stamp[5:7]), int(stamp[8:10]),
-                int(stamp[13:15]), int(stamp[16:18]), int(stamp[19:21]),
-            )
+            # fromisoformat is C: a quarter of six int() calls and datetime(); GIN prints no zone.
+            naive = datetime.fromisoformat(stamp.replace("/", "-").replace(" - ", "T"))
         except ValueError:
             return None
+        if naive.tzinfo is not None:
+            return None  # not GIN's clock: let the full path decide
         # Naive until an slog line teaches us the offset of this machine's clock.
         self._gin_ts = with_offset(naive, self.offset)
         self._gin_stamp = stamp

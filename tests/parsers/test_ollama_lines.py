@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from parsers import events as ev
 from parsers.ollama import OllamaParser, era_of_version
@@ -117,3 +119,15 @@ def test_unknown_lines_are_counted_not_raised() -> None:
                                               ("0.11.10", "E4"), ("0.24.1", "E4"), ("0.30.0", "E5"), ("v0.32.7", "E5")])
 def test_era_of_version(version: str, era: str) -> None:
     assert era_of_version(version) == era
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from([*"ab-/ \t\r\n\x0b#=\\é9", "--ctx-size", "-np", "runner"]), max_size=30).map("".join))
+def test_runner_command_without_quotes_splits_as_shlex_does(cmd: str) -> None:
+    """Runner command lines without quotes skip shlex (slow, char by char in Python): same flags either way."""
+    import shlex
+
+    from parsers.ollama_msgs import _SHELL_SPACE_RE
+
+    stripped = cmd.strip(" \t\r\n")
+    assert (_SHELL_SPACE_RE.split(stripped) if stripped else []) == shlex.split(cmd, posix=False)

@@ -458,7 +458,7 @@ def ingest_ietop(path: Path) -> dict[str, Any]:
     try:
         while True:
             a = perf()
-            lines = tailer.read_available()
+            lines = tailer.read_texts()
             b = perf()
             t_read += b - a
             if not lines:
@@ -467,7 +467,7 @@ def ingest_ietop(path: Path) -> dict[str, Any]:
                 break
             batches += 1
             n_lines += len(lines)
-            items = tail.parse((line.text, None) for line in lines)
+            items = tail.parse(lines)
             c = perf()
             for src, t, event in items:
                 apply(src, t, event)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import repeat
 from typing import Any
 
 from ietop.model.store import Store
@@ -210,8 +211,8 @@ class TailParse:
             getattr(self.parser, "ok_probe", None) if store.counts_ok_probes else None)
         """The parser's shortcut for successful non-inference access lines, when the store only counts them."""
 
-    def parse(self, texts: Iterable[tuple[str, datetime | None]]) -> list[Item]:
-        """(raw text, a time the transport gave, e.g. journald's) → items."""
+    def parse(self, texts: Iterable[str], given: Iterable[datetime | None] | None = None) -> list[Item]:
+        """Raw lines → items. `given`: for each line, a time the transport gave (journald's) or None."""
         items: list[Item] = []
         parser, src, remember = self.parser, self.src, self.evidence.remember
         last_ts, last_t = self._last_ts, self._last_t
@@ -219,7 +220,7 @@ class TailParse:
         ok_probe = self.ok_probe
         probes = probe_line = 0
         probe_ts: datetime | None = None
-        for text, given_ts in texts:
+        for text, given_ts in zip(texts, repeat(None) if given is None else given, strict=False):
             n += 1
             if ok_probe is not None and (pts := ok_probe(text)) is not None:
                 # A health check or similar: the store only counts it, so no event is built.
@@ -263,9 +264,9 @@ class TailFeed:
     def run(self, post: Post, stop: threading.Event) -> None:
         src = self.tail.src
         try:
-            for lines in self.tailer.follow(stop, timeout=1.0):
+            for lines in self.tailer.follow(stop, timeout=1.0, texts=True):
                 if lines:
-                    items = self.tail.parse((line.text, None) for line in lines)
+                    items = self.tail.parse(lines)
                     for i in range(0, max(1, len(items)), BATCH_MAX):
                         post(Batch(items[i:i + BATCH_MAX], lines={src: self.tail.n}))
                 elif self.tailer.error:
@@ -295,14 +296,18 @@ class CommandFeed:
             while not stop.is_set():
                 got = self.lines.read_available(0.25)
                 if got:
-                    texts: list[tuple[str, Any]] = []
-                    for _n, text in got:
-                        if self.journal_json:
+                    texts = [text for _n, text in got]
+                    given: list[datetime | None] | None = None
+                    if self.journal_json:
+                        given = []
+                        for i, text in enumerate(texts):
                             rec = journal_record(text)
-                            texts.append((rec[1], rec[0]) if rec is not None else (text, None))
-                        else:
-                            texts.append((text, None))
-                    post(Batch(self.tail.parse(texts), lines={self.tail.src: self.tail.n}))
+                            if rec is not None:
+                                given.append(rec[0])
+                                texts[i] = rec[1]
+                            else:
+                                given.append(None)
+                    post(Batch(self.tail.parse(texts, given), lines={self.tail.src: self.tail.n}))
                 elif self.lines.exited is not None:
                     code = self.lines.exited
                     if code == 0:

@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from itertools import accumulate, repeat
 from operator import add
-from typing import NamedTuple, cast
+from typing import NamedTuple, TypeVar, cast
 
-__all__ = ["Line", "LineSplitter", "split_lines"]
+__all__ = ["Line", "LineSplitter", "split_lines", "split_texts"]
+
+T = TypeVar("T")
 
 
 class Line(NamedTuple):
@@ -38,6 +40,14 @@ _new = cast("Callable[[type[Line], tuple[int, str, bool]], Line]", tuple.__new__
 
 def _decode(data: bytes | bytearray) -> str:
     return data.decode("utf-8", "replace")
+
+
+def _line(offset: int, text: str, cut: bool) -> Line:
+    return _new(Line, (offset, text, cut))
+
+
+def _text(offset: int, text: str, cut: bool) -> str:
+    return text
 
 
 class LineSplitter:
@@ -83,45 +93,65 @@ class LineSplitter:
     def feed(self, chunk: bytes) -> list[Line]:
         """Consume ``chunk`` and return the lines it completes, in stream order."""
         out: list[Line] = []
+        self._feed(chunk, out, _line, self._emit_region)
+        return out
+
+    def feed_texts(self, chunk: bytes) -> list[str]:
+        """As ``feed``, but only each line's text: for readers that need no offsets (the live feeds),
+        a third of the cost per line (no byte offsets, no ``Line`` object)."""
+        out: list[str] = []
+        self._feed(chunk, out, _text, self._emit_texts)
+        return out
+
+    def flush(self) -> list[Line]:
+        """At EOF: return the held-back partial line, if any, as a final line."""
+        out: list[Line] = []
+        self._flush(out, _line)
+        return out
+
+    def flush_texts(self) -> list[str]:
+        """As ``flush``, the text only."""
+        out: list[str] = []
+        self._flush(out, _text)
+        return out
+
+    def _feed(self, chunk: bytes, out: list[T], make: Callable[[int, str, bool], T],
+              emit: Callable[[bytes, int, list[T]], None]) -> None:
         size = len(chunk)
         if not size:
-            return out
+            return
         base = self._pos
         self._pos = base + size
         start = 0
         if self._skipping or self._buf:
             nl = chunk.find(b"\n")
             if nl < 0:
-                self._extend(chunk, base, out)
-                return out
+                self._extend(chunk, base, out, make)
+                return
             if self._skipping:
                 self._skipping = False
             else:
-                self._finish_pending(chunk, nl, base, out)
+                self._finish_pending(chunk, nl, base, out, make)
             start = nl + 1
         last = chunk.rfind(b"\n", start)
         if last >= 0:
             region = chunk if start == 0 and last == size - 1 else chunk[start : last + 1]
-            self._emit_region(region, base + start, out)
+            emit(region, base + start, out)
             start = last + 1
         if start < size:
-            self._extend(chunk[start:], base + start, out)
-        return out
+            self._extend(chunk[start:], base + start, out, make)
 
-    def flush(self) -> list[Line]:
-        """At EOF: return the held-back partial line, if any, as a final line."""
-        out: list[Line] = []
+    def _flush(self, out: list[T], make: Callable[[int, str, bool], T]) -> None:
         buf = self._buf
         if buf:
             off = self._pos - len(buf)
             if buf.endswith(b"\r"):
                 del buf[-1]
-            out.append(_new(Line, (off, _decode(buf), False)))
+            out.append(make(off, _decode(buf), False))
             buf.clear()
         self._skipping = False
-        return out
 
-    def _extend(self, data: bytes, data_off: int, out: list[Line]) -> None:
+    def _extend(self, data: bytes, data_off: int, out: list[T], make: Callable[[int, str, bool], T]) -> None:
         """Add bytes with no newline in them to the pending line."""
         if self._skipping:
             return
@@ -132,22 +162,23 @@ class LineSplitter:
             return
         line_off = data_off - len(buf)
         buf += data[:room]
-        out.append(_new(Line, (line_off, _decode(buf), True)))
+        out.append(make(line_off, _decode(buf), True))
         buf.clear()
         self._skipping = True
 
-    def _finish_pending(self, chunk: bytes, nl: int, base: int, out: list[Line]) -> None:
+    def _finish_pending(self, chunk: bytes, nl: int, base: int, out: list[T],
+                        make: Callable[[int, str, bool], T]) -> None:
         """Complete the pending line with ``chunk[:nl]`` (``chunk[nl]`` is its newline)."""
         buf = self._buf
         line_off = base - len(buf)
         if len(buf) + nl > self._max:
             buf += chunk[: self._max - len(buf)]
-            out.append(_new(Line, (line_off, _decode(buf), True)))
+            out.append(make(line_off, _decode(buf), True))
         else:
             buf += chunk[:nl]
             if buf.endswith(b"\r"):
                 del buf[-1]
-            out.append(_new(Line, (line_off, _decode(buf), False)))
+            out.append(make(line_off, _decode(buf), False))
         buf.clear()
 
     def _emit_region(self, region: bytes, off: int, out: list[Line]) -> None:
@@ -171,6 +202,32 @@ class LineSplitter:
                     rel = starts[i] - off
                     lines[i] = _new(Line, (starts[i], _decode(region[rel : rel + limit]), True))
         out.extend(lines)
+
+
+    def _emit_texts(self, region: bytes, off: int, out: list[str]) -> None:
+        """``_emit_region`` without offsets: the texts of the complete lines of ``region``."""
+        text = _decode(region)
+        texts = text.split("\n")
+        texts.pop()
+        limit = self._max
+        if len(region) > limit + 1:
+            # Some line may be over max_line bytes: the rare path that knows offsets decides.
+            lines: list[Line] = []
+            self._emit_region(region, off, lines)
+            out.extend([line.text for line in lines])
+            return
+        if "\r" in text:
+            texts = [t[:-1] if t[-1:] == "\r" else t for t in texts]
+        out.extend(texts)
+
+
+def split_texts(chunks: Iterable[bytes], max_line: int = 1 << 20) -> Iterator[list[str]]:
+    """Split a whole stream into the texts of its lines, a list per chunk (a final unterminated line
+    included): ``split_lines`` for readers that need no offsets."""
+    splitter = LineSplitter(max_line)
+    for chunk in chunks:
+        yield splitter.feed_texts(chunk)
+    yield splitter.flush_texts()
 
 
 def split_lines(chunks: Iterable[bytes], max_line: int = 1 << 20) -> Iterator[Line]:

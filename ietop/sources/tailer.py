@@ -34,11 +34,11 @@ import threading
 import time
 from collections.abc import Iterator
 from types import TracebackType
+from typing import Any, Literal, overload
 
-from watchdog.events import EVENT_TYPE_CLOSED_NO_WRITE, EVENT_TYPE_OPENED, FileSystemEvent, FileSystemEventHandler
-from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
+from ietop.sources.wake import start_wake_observer
 from parsers.framing import Line, LineSplitter
 
 __all__ = ["FileTailer"]
@@ -49,27 +49,6 @@ _START_WINDOW = 1 << 20
 """How far back from EOF ``from_start=False`` looks for the start of the last (partial) line."""
 _STOP_CHECK = 0.25
 """Longest ``follow()`` waits without looking at its ``stop`` event."""
-_IGNORED_EVENTS = frozenset({EVENT_TYPE_OPENED, EVENT_TYPE_CLOSED_NO_WRITE})
-"""inotify reports our own open/close of the file; waking on them would only cause a spare read."""
-
-
-class _WakeHandler(FileSystemEventHandler):
-    """Runs on the observer thread: it only sets the tailer's event, never reads."""
-
-    def __init__(self, name: str, wake: threading.Event) -> None:
-        super().__init__()
-        self._name = name
-        self._wake = wake
-
-    def on_any_event(self, event: FileSystemEvent) -> None:
-        if event.event_type in _IGNORED_EVENTS:
-            return
-        # The whole parent directory is watched (so that creation and renames of the path are seen);
-        # wake only for events that name our file, so a busy /var/log does not keep us spinning.
-        for p in (event.src_path, event.dest_path):
-            if p and os.path.basename(os.fsdecode(p)) == self._name:
-                self._wake.set()
-                return
 
 
 class FileTailer:
@@ -190,40 +169,56 @@ class FileTailer:
         Reads at most ``max_read`` bytes. All returned lines belong to ``self.generation``. When
         ``has_more`` is True afterwards, call again at once rather than waiting for a change.
         """
+        lines: list[Line] = self._read(texts=False)
+        return lines
+
+    def read_texts(self) -> list[str]:
+        """``read_available`` with each line's text only (no offsets, no ``Line``): the live feeds'
+        path, which needs nothing else and pays a third of the framing cost per line."""
+        texts: list[str] = self._read(texts=True)
+        return texts
+
+    def _read(self, *, texts: bool) -> list[Any]:
         if self._closed:
             raise ValueError("read from a closed FileTailer")
         self._more = False
         if self._restart_pending:
             self._restart()
-        out: list[Line] = []
+        out: list[Any] = []
         if self._fd is not None:
             verdict = self._check()
             if verdict == "truncated":
-                out = self._splitter.flush()
+                out = self._splitter.flush_texts() if texts else self._splitter.flush()
                 if out:
                     # The flushed partial line belongs to the old generation: return it alone.
                     self._restart_pending = self._more = True
                     return self._count(out)
                 self._restart()
             elif verdict == "finished":
-                if not self._drain(out):
+                if not self._drain(out, texts):
                     self._more = True
                     return self._count(out)
-                out += self._splitter.flush()
+                out += self._splitter.flush_texts() if texts else self._splitter.flush()
                 self._close_fd()
                 if out:
                     self._more = self._exists
                     return self._count(out)
         if self._fd is None and not self._open(at_end=False):
             return out
-        if not self._drain(out):
+        if not self._drain(out, texts):
             self._more = True
         return self._count(out)
 
+    @overload
+    def follow(self, stop: threading.Event, timeout: float | None = None, *, watch: bool = True,
+               texts: Literal[False] = False) -> Iterator[list[Line]]: ...
+    @overload
+    def follow(self, stop: threading.Event, timeout: float | None = None, *, watch: bool = True,
+               texts: Literal[True]) -> Iterator[list[str]]: ...
     def follow(
-        self, stop: threading.Event, timeout: float | None = None, *, watch: bool = True
-    ) -> Iterator[list[Line]]:
-        """Yield batches of new lines until ``stop`` is set.
+        self, stop: threading.Event, timeout: float | None = None, *, watch: bool = True, texts: bool = False
+    ) -> Iterator[list[Line]] | Iterator[list[str]]:
+        """Yield batches of new lines (their texts only, with ``texts``) until ``stop`` is set.
 
         Waits between reads on a watchdog observer of the parent directory (its callback only sets
         an event) and, in any case, re-checks every ``poll_interval``: events can be missed (network
@@ -241,7 +236,7 @@ class FileTailer:
             while not stop.is_set():
                 # Clear before reading: an event that fires during the read then triggers another read.
                 self._wake.clear()
-                batch = self.read_available()
+                batch = self._read(texts=texts)
                 now = time.monotonic()
                 if batch or (timeout is not None and now - idle_since >= timeout):
                     yield batch
@@ -280,7 +275,7 @@ class FileTailer:
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _count(self, out: list[Line]) -> list[Line]:
+    def _count(self, out: list[Any]) -> list[Any]:
         self._lines += len(out)
         return out
 
@@ -377,7 +372,7 @@ class FileTailer:
         self._generation += 1
         self._truncations += 1
 
-    def _drain(self, out: list[Line]) -> bool:
+    def _drain(self, out: list[Any], texts: bool) -> bool:
         """Read up to ``max_read`` bytes into ``out``; True when EOF was reached."""
         assert self._fd is not None
         fd, budget, chunk = self._fd, self._max_read, self._chunk
@@ -389,7 +384,7 @@ class FileTailer:
             budget -= n
             self._offset += n
             self._bytes += n
-            out += self._splitter.feed(data)
+            out += self._splitter.feed_texts(data) if texts else self._splitter.feed(data)
             self._tail = data[-_FINGERPRINT:] if n >= _FINGERPRINT else (self._tail + data)[-_FINGERPRINT:]
         return False
 
@@ -399,11 +394,4 @@ class FileTailer:
             self._fd = self._ident = None
 
     def _start_observer(self) -> BaseObserver | None:
-        parent = os.path.dirname(os.path.abspath(self._path))
-        observer = Observer()
-        try:
-            observer.schedule(_WakeHandler(os.path.basename(self._path), self._wake), parent, recursive=False)
-            observer.start()
-        except Exception:  # any failure (no directory, inotify limits) leaves the stat fallback
-            return None
-        return observer
+        return start_wake_observer(self._path, self._wake)

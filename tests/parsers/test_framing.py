@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from parsers.framing import Line, LineSplitter, split_lines
+from parsers.framing import Line, LineSplitter, split_lines, split_texts
 
 
 def expected(data: bytes, max_line: int, *, final: bool = True) -> list[Line]:
@@ -166,3 +166,27 @@ def test_valid_utf8_round_trips(text: str, cuts: list[int]) -> None:
     if not parts[-1]:
         parts.pop()
     assert [ln.text for ln in fed + flushed] == [p.removesuffix("\r") for p in parts]
+
+
+@given(data=_bytes, cuts=st.lists(st.integers(min_value=0), max_size=12), max_line=st.integers(1, 40),
+       texts_at=st.lists(st.booleans(), max_size=14))
+def test_texts_are_the_lines_texts(data: bytes, cuts: list[int], max_line: int, texts_at: list[bool]) -> None:
+    """feed_texts/flush_texts give each line's text, whatever the chunking, and may be mixed with feed()."""
+    splitter = LineSplitter(max_line)
+    got: list[str] = []
+    bounds = [0, *sorted(c % (len(data) + 1) for c in cuts), len(data)]
+    for i, (a, b) in enumerate(pairwise(bounds)):
+        if i < len(texts_at) and texts_at[i]:
+            got.extend(splitter.feed_texts(data[a:b]))
+        else:
+            got.extend(line.text for line in splitter.feed(data[a:b]))
+        assert splitter.pending <= max_line
+    got.extend(splitter.flush_texts())
+    assert got == [line.text for line in expected(data, max_line)]
+
+
+@given(data=_bytes, cuts=st.lists(st.integers(min_value=0), max_size=12))
+def test_split_texts_is_split_lines(data: bytes, cuts: list[int]) -> None:
+    bounds = [0, *sorted(c % (len(data) + 1) for c in cuts), len(data)]
+    chunks = [data[a:b] for a, b in pairwise(bounds)]
+    assert [t for batch in split_texts(chunks, 16) for t in batch] == [ln.text for ln in split_lines(chunks, 16)]

@@ -136,10 +136,10 @@ def test_tail_feed_counts_health_checks_for_the_dashboard_as_analyze_sees_them(t
     feed = TailFeed(tailed, str(log), "ollama", Evidence(), from_start=True)
     kinds: dict[str, int] = {}
     while True:
-        lines = feed.tailer.read_available()
+        lines = feed.tailer.read_texts()
         if not lines and not feed.tailer.has_more:
             break
-        for src, t, event in feed.tail.parse((line.text, None) for line in lines):
+        for src, t, event in feed.tail.parse(lines):
             kinds[type(event).__name__] = kinds.get(type(event).__name__, 0) + 1
             tailed.apply(src, t, event)
     feed.tailer.close()

@@ -294,8 +294,10 @@ def test_closed_tailer_refuses_reads(tmp_path: Path, make_tailer: MakeTailer) ->
         t.read_available()
 
 
-def test_burst_of_a_million_lines_while_following(tmp_path: Path, make_tailer: MakeTailer) -> None:
-    """Written from a thread in pieces that split lines anywhere; none lost, none repeated."""
+@pytest.mark.parametrize("texts", [False, True], ids=["lines", "texts"])
+def test_burst_of_a_million_lines_while_following(tmp_path: Path, make_tailer: MakeTailer, texts: bool) -> None:
+    """Written from a thread in pieces that split lines anywhere; none lost, none repeated. `texts` is the
+    live feeds' path (follow(texts=True): each line's text, no Line)."""
     total = 1_000_000
     log = tmp_path / "burst.log"
     data = "".join([f"{i:07d} burst line with some payload\n" for i in range(total)]).encode()
@@ -315,9 +317,9 @@ def test_burst_of_a_million_lines_while_following(tmp_path: Path, make_tailer: M
     started = time.monotonic()
     thread.start()
     expected = 0
-    for batch in t.follow(stop, timeout=30):
+    for batch in t.follow(stop, timeout=30, texts=texts):
         assert batch, "no progress for 30 s"
-        numbers = [int(line.text[:7]) for line in batch]
+        numbers = [int((line if isinstance(line, str) else line.text)[:7]) for line in batch]
         assert numbers == list(range(expected, expected + len(batch)))
         expected += len(batch)
         if expected == total:
@@ -365,3 +367,43 @@ def test_rotation_with_a_backlog_larger_than_one_read(tmp_path: Path, make_taile
     assert [text for g, texts in calls if g == 0 for text in texts] == [f"old {i:05d}" for i in range(5000)]
     assert [text for g, texts in calls if g == 1 for text in texts] == ["new 1", "new 2"]
     assert calls[-1] == (1, ["new 1", "new 2"])
+
+
+def test_texts_follow_copytruncate_rotation_and_recreate(tmp_path: Path, make_tailer: MakeTailer) -> None:
+    """read_texts() is read_available() without offsets: the same texts through every file event."""
+    log = tmp_path / "server.log"
+    log.write_bytes(b"")
+    by_lines, by_texts = make_tailer(log), make_tailer(log)
+    got_lines: list[str] = []
+    got_texts: list[str] = []
+
+    def read_both() -> None:
+        while True:
+            got_lines.extend(_texts(by_lines.read_available()))
+            if not by_lines.has_more:
+                break
+        while True:
+            got_texts.extend(by_texts.read_texts())
+            if not by_texts.has_more:
+                break
+
+    _append(log, b"one\r\ntwo\npart")
+    read_both()
+    _append(log, b"ial\n")
+    read_both()
+    with log.open("r+b") as f:  # copytruncate
+        f.truncate(0)
+    _append(log, b"after truncate\n")
+    read_both()
+    os.rename(log, tmp_path / "server.log.1")  # logrotate: rename + create
+    _append(tmp_path / "server.log.1", b"late in old\n")
+    log.write_bytes(b"new file\n\xff bad byte\n")
+    read_both()
+    log.unlink()
+    read_both()
+    log.write_bytes(b"recreated\n" + b"x" * 3000 + b"\nunfinished")
+    read_both()
+    assert got_texts == got_lines
+    assert got_texts[:3] == ["one", "two", "partial"]
+    assert "after truncate" in got_texts and "late in old" in got_texts and "recreated" in got_texts
+    assert by_texts.lines == by_lines.lines == len(got_texts)

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from itertools import chain
 from typing import Protocol
 
 from ietop.model.store import Store
@@ -20,7 +21,7 @@ from ietop.sources.files import SourceError, read_chunks
 from parsers.detect import detect_engine
 from parsers.envelope import strip_envelope
 from parsers.events import Event, Scrape
-from parsers.framing import split_lines
+from parsers.framing import split_lines, split_texts
 from parsers.ollama import ERAS, OllamaParser
 
 DETECT_LINES = 200
@@ -189,15 +190,15 @@ def file_events(inp: FileInput, remember: Callable[[int, int, str], None] | None
     last_t = float("-inf")
     seq = 0
     n = 0
-    for line in split_lines(read_chunks(inp.path)):
+    for raw in chain.from_iterable(split_texts(read_chunks(inp.path))):
         n += 1
-        st = strip_envelope(line.text)
+        st = strip_envelope(raw)
         text = st.text
         if not text:
             continue
         events = parser.parse(n, text, st.ts)
         if remember is not None and events:
-            remember(src, n, line.text)
+            remember(src, n, raw)
         for event in events:
             ts = event.ts
             if ts is not None:

@@ -28,6 +28,8 @@ from parsers.api_events import OllamaResidency
 
 Sink = Callable[[str, Any], None]
 _MLX_EVENTS = (ev.RequestBody, ev.Admission, ev.PrefillProgress, ev.TokenDelta, ev.Usage, ev.GenerationStart)
+_TASK_EVENTS = frozenset({ev.PromptTask, ev.Timing, ev.SlotRelease, ev.CacheSlot})
+"""Go to the request facts from any source. PrefillProgress is not here: from an MLX log it is MLX's."""
 
 
 @dataclass(slots=True)
@@ -146,19 +148,32 @@ class Store:
     def apply(self, src: int, t: float, event: ev.Event) -> None:
         """Apply one event. `t` must not go backwards by more than a few seconds within a source."""
         self.version += 1
-        self._now = max(self._now, t)
+        if t > self._now:
+            self._now = t
+        # The commonest events first, by exact type (none is subclassed): a dict lookup, not twenty
+        # isinstance() calls down the chain of _apply_other.
+        if type(event) is ev.HttpAccess:
+            self._request(src, t, event, self.sources[src].engine)
+        elif type(event) in _TASK_EVENTS:
+            self.facts.task_event(src, t, event, Ref(src, event.line))
+        elif type(event) is ev.AccessCount:
+            self.counts["requests"] = self.counts.get("requests", 0) + event.count
+        elif type(event) is ev.Unparsed:
+            self.sources[src].unparsed_lines += 1
+        else:
+            self._apply_other(src, t, event)
+        self.loads.advance(t)
+        if self._mlx:
+            for mlx in self._mlx.values():
+                mlx.advance(t)
+
+    def _apply_other(self, src: int, t: float, event: ev.Event) -> None:
         ref = Ref(src, event.line)
         engine = self.sources[src].engine
         ts = event.ts
         s = self.settings
         loads = self.loads
-        if isinstance(event, ev.Unparsed):
-            self.sources[src].unparsed_lines += 1
-        elif isinstance(event, ev.HttpAccess):
-            self._request(src, t, event, ref, engine)
-        elif isinstance(event, ev.AccessCount):
-            self.counts["requests"] = self.counts.get("requests", 0) + event.count
-        elif isinstance(event, ev.LoadDecision):
+        if isinstance(event, ev.LoadDecision):
             if event.co_resident:
                 loads.prelude(src, t, ts, ref)
             else:
@@ -224,7 +239,7 @@ class Store:
             self.facts.truncation(src, t, event, ref)
         elif src in self._mlx and isinstance(event, _MLX_EVENTS):
             self._mlx_event(src, t, event, ref)
-        elif isinstance(event, (ev.PromptTask, ev.Timing, ev.SlotRelease, ev.PrefillProgress, ev.CacheSlot)):
+        elif isinstance(event, ev.PrefillProgress):  # from a llama.cpp log; the other task events: apply()
             self.facts.task_event(src, t, event, ref)
         elif isinstance(event, ev.ErrorEvent):
             self._error(src, t, event, ref, engine)
@@ -258,9 +273,6 @@ class Store:
             self._count("prompt_text_lines")
             if self.include_prompts:
                 self.sink("prompt", Simple("prompt", {"time": _iso(ts), "text": event.text}, ref))
-        self.loads.advance(t)
-        for mlx in self._mlx.values():
-            mlx.advance(t)
 
     def _mlx_event(self, src: int, t: float, event: ev.Event, ref: Ref) -> None:
         mlx = self._mlx[src]
@@ -308,15 +320,15 @@ class Store:
         st.state, st.detail = state, detail
 
     # -- requests ------------------------------------------------------------------------------
-    def _request(self, src: int, t: float, event: ev.HttpAccess, ref: Ref, engine: str) -> None:
-        if (self._count_ok_probes and event.status < 400 and src not in self._mlx
-                and not is_inference(event.method, event.path)):
+    def _request(self, src: int, t: float, event: ev.HttpAccess, engine: str) -> None:
+        inference = is_inference(event.method, event.path)
+        if self._count_ok_probes and not inference and event.status < 400 and src not in self._mlx:
             self._count("requests")
             return
         latency = event.latency_s
         req = Request(
             event.ts, t, t - (latency or 0.0), engine, event.method, event.path, event.status,
-            event.client, latency, ref, inference=is_inference(event.method, event.path),
+            event.client, latency, Ref(src, event.line), inference=inference,
         )
         mlx = self._mlx.get(src)
         if mlx is not None:

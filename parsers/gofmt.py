@@ -70,6 +70,13 @@ def parse_slog_time(text: str) -> datetime | None:
     """slog `time=` value: RFC3339 with ms and an offset (`Z`, `+01:00`); Windows builds may omit it."""
     try:
         if text.endswith("Z"):
+            if len(text) == 24 and text[19] == ".":
+                # slog's own shape (2006-01-02T15:04:05.000Z): "+00:00" instead of .replace(tzinfo=…), which
+                # is ~1.9 us on CPython 3.11, as slow as the parse (3.10's fromisoformat takes no "Z").
+                try:
+                    return datetime.fromisoformat(text[:-1] + "+00:00")
+                except ValueError:
+                    pass
             return datetime.fromisoformat(text[:-1]).replace(tzinfo=timezone.utc)
         return datetime.fromisoformat(text)
     except ValueError:
@@ -93,4 +100,7 @@ def with_offset(naive: datetime, offset: timedelta | None) -> datetime:
     tz = _TZ_CACHE.get(offset)
     if tz is None:
         tz = _TZ_CACHE[offset] = timezone(offset)
-    return naive.replace(tzinfo=tz)
+    if naive.fold or naive.tzinfo is not None:
+        return naive.replace(tzinfo=tz)
+    # The constructor, not .replace(tzinfo=tz): 0.76 against 1.9 us on CPython 3.11, per GIN second.
+    return datetime(naive.year, naive.month, naive.day, naive.hour, naive.minute, naive.second, naive.microsecond, tz)

@@ -48,6 +48,8 @@ _OOM_RE = re.compile(
     r"kIOGPUCommandBufferCallbackErrorOutOfMemory|failed to allocate|unable to allocate \w+ buffer"
 )
 _CRASH_RE = re.compile(r"GGML_ASSERT\(.*\) failed|^panic: |CUDA error|^SIGSEGV|^fatal error: |Segmentation fault")
+_CRASH_WORDS = ("GGML_ASSERT(", "panic: ", "CUDA error", "SIGSEGV", "fatal error: ", "Segmentation fault")
+"""One of these is in every line _CRASH_RE matches (and every _OOM_RE match has "memory" or "alloc")."""
 
 
 class ServerLineState:
@@ -90,18 +92,22 @@ def _timing(m: re.Match[str], line: int, ts: datetime | None, task: int | None) 
 
 def parse_raw_line(text: str, line: int, ts: datetime | None) -> list[Event] | None:
     """Raw llama.cpp / ggml / runner stderr. Recognised output without a fact yields []."""
-    if (m := _CTX_RE.search(text)) is not None:
-        kind = "per_slot" if m.group(1) else "total"
-        return [ContextSize(line, ts, int(m.group(2)), kind, "llama.cpp")]
-    if (m := _TRAIN_RE.search(text)) is not None:
-        return [ContextSize(line, ts, int(m.group(1)), "train", "llama.cpp")]
-    if (m := _OFFLOADED_RE.search(text)) is not None:
+    # Each regex below runs only when a word it cannot match without is in the line: a model load writes
+    # hundreds of these lines, and a search for every pattern at every position was most of their cost.
+    if "n_ctx" in text:
+        if (m := _CTX_RE.search(text)) is not None:
+            kind = "per_slot" if m.group(1) else "total"
+            return [ContextSize(line, ts, int(m.group(2)), kind, "llama.cpp")]
+        if (m := _TRAIN_RE.search(text)) is not None:
+            return [ContextSize(line, ts, int(m.group(1)), "train", "llama.cpp")]
+    if "offloaded " in text and (m := _OFFLOADED_RE.search(text)) is not None:
         return [Offload(line, ts, int(m.group(1)), int(m.group(2)))]
     if text.startswith("llama_print_timings:") and (t := _TIMING_RE.match(text[20:])) is not None:
         return [_timing(t, line, ts, None)]
-    if _OOM_RE.search(text) is not None:
+    low = text.lower()
+    if ("memory" in low or "alloc" in low) and _OOM_RE.search(text) is not None:
         return [ErrorEvent(line, ts, "oom", text.strip()[:500])]
-    if _CRASH_RE.search(text) is not None:
+    if any(word in text for word in _CRASH_WORDS) and _CRASH_RE.search(text) is not None:
         return [ErrorEvent(line, ts, "runner_crash", text.strip()[:500])]
     if "error loading model" in text:
         return [ErrorEvent(line, ts, "load_failed", text.strip()[:500])]

@@ -42,16 +42,15 @@ GIN_RE = re.compile(
 # A successful access line that is not inference (health checks, `/api/tags`, `/api/ps`…), bare or inside a
 # `docker logs -t` or journald envelope: the lines a busy server writes most. Matched only where
 # strip_envelope() and _gin() would certainly turn the line into exactly such an HttpAccess (no ANSI, no
-# markdown bold, no trailer, a well-formed quoted path); anything else takes the full path. The stamp's
-# 21 characters are checked by _gin_time(), as _gin() checks them.
+# markdown bold: ok_probe() turns away any "*" or ESC first; no trailer, a well-formed quoted path);
+# anything else takes the full path. The stamp's 21 characters are checked by _gin_time(), as in _gin().
 _PROBE_GIN_RE = re.compile(
-    r'\[GIN\] [^|*\x1b]{21} \| [123]\d\d \|[^|*\x1b]*\|[^|*\x1b]*\| (?!POST )[A-Z]+ +"[^"\\|*\x1b]*"\Z', re.ASCII
+    r'\[GIN\] [^|]{21} \| [123]\d\d \|[^|]*\|[^|]*\| (?!POST )[A-Z]+ +"[^"\\|]*"\Z', re.ASCII
 )
 # What may stand before it: the envelopes strip_envelope() takes off such a line in one step.
 _PROBE_ENVELOPE_RE = re.compile(
     r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z "
-    r"|(?![\[{\s]|time=|\d...-..-)[^ *\x1b]+(?: +\d{1,2})? +\d\d:\d\d:\d\d(?:\.\d+)? +(?:[^ *\x1b]+ +)?"
-    r"[^ \[*\x1b]+\[\d+\]: ?",
+    r"|(?![\[{\s]|time=|\d...-..-)[^ ]+(?: +\d{1,2})? +\d\d:\d\d:\d\d(?:\.\d+)? +(?:[^ ]+ +)?[^ \[]+\[\d+\]: ?",
     re.ASCII,
 )
 _LISTEN_RE = re.compile(r"Listening on (\S+) \(version ([^)]+)\)")
@@ -194,7 +193,7 @@ class OllamaParser:
         dashboard keeps none of them): it then skips building their events; `parse()` would give one
         HttpAccess with the same time."""
         i = raw.find("[GIN] ")
-        if i < 0 or _PROBE_GIN_RE.match(raw, i) is None:
+        if i < 0 or "*" in raw or "\x1b" in raw or _PROBE_GIN_RE.match(raw, i) is None:
             return None
         if i and _PROBE_ENVELOPE_RE.fullmatch(raw, 0, i) is None:
             return None

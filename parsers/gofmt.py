@@ -9,6 +9,7 @@ changes in almost every release.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 
 # slog text handler: time=… level=… source=file.go:N msg=… attrs…  (source is absent in a few builds)
@@ -37,10 +38,24 @@ def unquote(value: str) -> str:
     return value
 
 
-def parse_attrs(attrs: str) -> dict[str, str]:
-    """Tokenize `k=v k2="v 2"` into a dict of unquoted strings. Later keys win."""
-    # unquote() only where a quote opens the token: a call per key and value was a third of the cost.
-    return {(unquote(k) if k[0] == '"' else k): (unquote(v) if v[:1] == '"' else v) for k, v in _ATTR_RE.findall(attrs)}
+def parse_attrs(attrs: str) -> Mapping[str, str]:
+    """Tokenize `k=v k2="v 2"` into a mapping of unquoted strings. Later keys win. The mapping may be
+    shared with other calls on the same text: read it, never change it."""
+    # The same attribute text comes back line after line (a model's blob path and keep-alive on every
+    # request's scheduler lines): remembered, it costs a hash instead of a tokenization.
+    found = _ATTRS_SEEN.get(attrs)
+    if found is None:
+        if len(_ATTRS_SEEN) >= _ATTRS_SEEN_MAX:
+            _ATTRS_SEEN.clear()
+        # unquote() only where a quote opens the token: a call per key and value was a third of the cost.
+        found = _ATTRS_SEEN[attrs] = {
+            (unquote(k) if k[0] == '"' else k): (unquote(v) if v[:1] == '"' else v) for k, v in _ATTR_RE.findall(attrs)
+        }
+    return found
+
+
+_ATTRS_SEEN: dict[str, dict[str, str]] = {}
+_ATTRS_SEEN_MAX = 1024
 
 
 def parse_go_duration(text: str) -> float | None:

@@ -48,8 +48,8 @@ _OOM_RE = re.compile(
     r"kIOGPUCommandBufferCallbackErrorOutOfMemory|failed to allocate|unable to allocate \w+ buffer"
 )
 _CRASH_RE = re.compile(r"GGML_ASSERT\(.*\) failed|^panic: |CUDA error|^SIGSEGV|^fatal error: |Segmentation fault")
-_CRASH_WORDS = ("GGML_ASSERT(", "panic: ", "CUDA error", "SIGSEGV", "fatal error: ", "Segmentation fault")
-"""One of these is in every line _CRASH_RE matches (and every _OOM_RE match has "memory" or "alloc")."""
+# Every line _CRASH_RE matches holds one of its literal words, and every _OOM_RE match "memory" or "alloc":
+# parse_raw_line() tests those words first (tests/parsers/test_ollama_lines.py checks the claim).
 
 
 class ServerLineState:
@@ -107,7 +107,10 @@ def parse_raw_line(text: str, line: int, ts: datetime | None) -> list[Event] | N
     low = text.lower()
     if ("memory" in low or "alloc" in low) and _OOM_RE.search(text) is not None:
         return [ErrorEvent(line, ts, "oom", text.strip()[:500])]
-    if any(word in text for word in _CRASH_WORDS) and _CRASH_RE.search(text) is not None:
+    if (
+        "GGML_ASSERT(" in text or "panic: " in text or "CUDA error" in text or "SIGSEGV" in text
+        or "fatal error: " in text or "Segmentation fault" in text
+    ) and _CRASH_RE.search(text) is not None:
         return [ErrorEvent(line, ts, "runner_crash", text.strip()[:500])]
     if "error loading model" in text:
         return [ErrorEvent(line, ts, "load_failed", text.strip()[:500])]

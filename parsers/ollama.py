@@ -98,7 +98,6 @@ class OllamaParser:
         self.version: str | None = None
         self.era_evidence: set[str] = set()
         self._server = llamacpp.ServerLineState()
-        self._last_ts: datetime | None = None
         self._gin_stamp = ""
         self._gin_offset: timedelta | None = None
         self._gin_ts: datetime | None = None
@@ -160,22 +159,19 @@ class OllamaParser:
         m = SLOG_RE.match(text)
         if m is None:
             return None
-        msg = m.group("msg")
-        if msg.startswith('"'):
+        time_text, level, _source, msg, attrs = m.groups()
+        if msg[:1] == '"':
             msg = unquote(msg)
-        time_text = m.group("time")
         ts = parse_slog_time(time_text)
         if ts is not None:
             if ts.tzinfo is not None:
                 self.offset = ts.utcoffset()
             elif self.offset is not None:
                 ts = with_offset(ts, self.offset)
-            self._last_ts = ts
         if msg.startswith("Listening on "):
             lm = _LISTEN_RE.search(msg)
             return self._listening(line, ts, lm) if lm is not None else []
-        level = m.group("level")
-        events = slog_events(msg, m.group("attrs"), level, line, ts)
+        events = slog_events(msg, attrs, level, line, ts)
         for ev in events:
             if isinstance(ev, LoadStart):
                 self.era_evidence.add(_era_of_start(ev.runner))

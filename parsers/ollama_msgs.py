@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from parsers.events import (
@@ -64,7 +64,7 @@ def _int(value: str | None) -> int | None:
         return None
 
 
-def _model(a: dict[str, str]) -> str | None:
+def _model(a: Mapping[str, str]) -> str | None:
     """The model a scheduler line is about: a name where DEBUG gives one, else the blob path."""
     return a.get("runner.name") or a.get("model") or a.get("modelPath") or a.get("runner.model") or None
 

@@ -131,3 +131,22 @@ def test_runner_command_without_quotes_splits_as_shlex_does(cmd: str) -> None:
 
     stripped = cmd.strip(" \t\r\n")
     assert (_SHELL_SPACE_RE.split(stripped) if stripped else []) == shlex.split(cmd, posix=False)
+
+
+_RAW_FRAGMENTS = ["out of memory", "Out Of Memory", "cudaMalloc failed", "hipMalloc failed", "ErrorOutOfDeviceMemory",
+                  "vk_error_out_of_device_memory", "kIOGPUCommandBufferCallbackErrorOutOfMemory", "failed to allocate",
+                  "unable to allocate CUDA0 buffer", "GGML_ASSERT(x) failed", "panic: ", "CUDA error", "SIGSEGV",
+                  "fatal error: ", "Segmentation fault", "MALLOC", "ALLOC", "memory", "\n", " "]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_RAW_FRAGMENTS), st.text(max_size=5)), max_size=6).map("".join))
+def test_raw_line_prefilter_words_are_in_every_match(text: str) -> None:
+    """parse_raw_line() runs the OOM and crash regexes only when their words are in the line."""
+    from parsers.llamacpp import _CRASH_RE, _OOM_RE
+
+    if _OOM_RE.search(text):
+        assert "memory" in text.lower() or "alloc" in text.lower()
+    if _CRASH_RE.search(text):
+        assert any(w in text for w in ("GGML_ASSERT(", "panic: ", "CUDA error", "SIGSEGV", "fatal error: ",
+                                       "Segmentation fault"))

@@ -1,0 +1,28 @@
+"""parse_attrs remembers attribute texts it has seen (scheduler lines repeat them): same answers, bounded."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from parsers import gofmt
+from parsers.gofmt import parse_attrs, unquote
+
+
+def obvious_attrs(attrs: str) -> dict[str, str]:
+    return {unquote(k): unquote(v) for k, v in gofmt._ATTR_RE.findall(attrs)}
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(['a=1', 'b="x y"', '"k k"=v', 'c=', 'd="q\\"q"', 'e="unterminated', ' ', '=', 'f=2']),
+                max_size=8).map(" ".join))
+def test_same_answer_first_time_and_remembered(attrs: str) -> None:
+    first = dict(parse_attrs(attrs))
+    assert first == obvious_attrs(attrs)
+    assert dict(parse_attrs(attrs)) == first
+
+
+def test_memory_is_bounded() -> None:
+    for i in range(3 * gofmt._ATTRS_SEEN_MAX):
+        assert parse_attrs(f"id={i} model=m") == {"id": str(i), "model": "m"}
+    assert len(gofmt._ATTRS_SEEN) <= gofmt._ATTRS_SEEN_MAX

@@ -11,7 +11,9 @@ Messages are matched on `msg` text only, never on `source=file.go:N` (line numbe
 from __future__ import annotations
 
 import re
+from dataclasses import fields as dataclass_fields
 from datetime import datetime, timedelta
+from typing import Any
 
 from parsers import llamacpp
 from parsers.events import (
@@ -101,6 +103,7 @@ class OllamaParser:
         self._gin_stamp = ""
         self._gin_offset: timedelta | None = None
         self._gin_ts: datetime | None = None
+        self._slog_seen: dict[str, tuple[tuple[tuple[type[Event], tuple[Any, ...]], ...], tuple[str, ...]]] = {}
 
     @property
     def era(self) -> str | None:
@@ -156,28 +159,47 @@ class OllamaParser:
         return llamacpp.parse_raw_line(text, line, env_ts)
 
     def _slog(self, line: int, text: str) -> list[Event] | None:
+        # Scheduler DEBUG lines repeat word for word after their time (a model's blob path, its keep-alive,
+        # its refCount): what the rest of the line means is remembered, and only the time is read again.
+        j = text.find(" level=", 5)
+        rest = text[j:] if j > 5 else ""
+        known = self._slog_seen.get(rest) if rest else None
+        if known is not None and (time_text := text[5:j]).split() == [time_text]:
+            ts = self._slog_time(time_text)
+            if known:
+                self.era_evidence.update(known[1])
+                return [kind(line, ts, *fields) for kind, fields in known[0]]
+            return []
         m = SLOG_RE.match(text)
         if m is None:
             return None
         time_text, level, _source, msg, attrs = m.groups()
         if msg[:1] == '"':
             msg = unquote(msg)
+        ts = self._slog_time(time_text)
+        if msg.startswith("Listening on "):
+            lm = _LISTEN_RE.search(msg)
+            return self._listening(line, ts, lm) if lm is not None else []
+        events = slog_events(msg, attrs, level, line, ts)
+        eras = {_era_of_start(ev.runner) for ev in events if isinstance(ev, LoadStart)}
+        self.era_evidence.update(eras)
+        if not events and level == "ERROR":
+            events = [ErrorEvent(line, ts, "other", msg[:500])]
+        if rest and m.start("time") == 5 and m.end("time") == j:
+            if len(self._slog_seen) >= _SLOG_SEEN_MAX:
+                self._slog_seen.clear()
+            # What the line says beyond its number and time: each event's class and other fields.
+            self._slog_seen[rest] = (tuple((type(ev), _fields_after_time(ev)) for ev in events), tuple(eras))
+        return events
+
+    def _slog_time(self, time_text: str) -> datetime | None:
         ts = parse_slog_time(time_text)
         if ts is not None:
             if ts.tzinfo is not None:
                 self.offset = ts.utcoffset()
             elif self.offset is not None:
                 ts = with_offset(ts, self.offset)
-        if msg.startswith("Listening on "):
-            lm = _LISTEN_RE.search(msg)
-            return self._listening(line, ts, lm) if lm is not None else []
-        events = slog_events(msg, attrs, level, line, ts)
-        for ev in events:
-            if isinstance(ev, LoadStart):
-                self.era_evidence.add(_era_of_start(ev.runner))
-        if not events and level == "ERROR":
-            return [ErrorEvent(line, ts, "other", msg[:500])]
-        return events
+        return ts
 
     def _listening(self, line: int, ts: datetime | None, m: re.Match[str]) -> list[Event]:
         self.version = m.group(2)
@@ -266,6 +288,19 @@ class OllamaParser:
         if m.group("level") == "ERROR" or msg.startswith("error"):
             return [ErrorEvent(line, ts, "other", msg[:500])]
         return []
+
+
+_SLOG_SEEN_MAX = 2048
+"""Distinct slog lines (after their time) whose meaning a parser remembers."""
+_FIELD_NAMES: dict[type[Event], tuple[str, ...]] = {}
+
+
+def _fields_after_time(event: Event) -> tuple[Any, ...]:
+    """The values of an event's fields after `line` and `ts`, in constructor order."""
+    names = _FIELD_NAMES.get(type(event))
+    if names is None:
+        names = _FIELD_NAMES[type(event)] = tuple(f.name for f in dataclass_fields(event))[2:]
+    return tuple(getattr(event, name) for name in names)
 
 
 def with_offset_opt(ts: datetime | None, offset: timedelta | None) -> datetime | None:

@@ -1,0 +1,75 @@
+"""OllamaParser remembers what a slog line says after its time; a remembered line must parse exactly as a
+new one: same events (fields, line, time), same era evidence and learned offset."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from parsers.envelope import strip_envelope
+from parsers.ollama import OllamaParser
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class _Forgetful(dict[str, Any]):
+    def get(self, key: str, default: Any = None) -> Any:
+        return None
+
+
+def _fresh() -> OllamaParser:
+    parser = OllamaParser()
+    parser._slog_seen = _Forgetful()
+    return parser
+
+
+def _both(lines: list[str]) -> tuple[int, int]:
+    remembering, forgetful = OllamaParser(), _fresh()
+    slog = 0
+    for n, raw in enumerate(lines, 1):
+        st_ = strip_envelope(raw)
+        if not st_.text:
+            continue
+        slog += st_.text.startswith("time=")
+        assert remembering.parse(n, st_.text, st_.ts) == forgetful.parse(n, st_.text, st_.ts), raw
+        assert remembering.offset == forgetful.offset
+    assert remembering.era_evidence == forgetful.era_evidence and remembering.version == forgetful.version
+    return slog, len(remembering._slog_seen)
+
+
+def test_real_fixtures() -> None:
+    for path in sorted((ROOT / "fixtures" / "ollama").glob("*.log")):
+        _both(path.read_text(encoding="utf-8", errors="replace").split("\n"))
+
+
+def test_synthetic_log_is_mostly_remembered(tmp_path: Path) -> None:
+    out = tmp_path / "synthetic.log"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "gen_ollama_log.py"), str(out), "--size", "3M", "--seed", "11"],
+                   check=True, capture_output=True)
+    slog, remembered = _both(out.read_text(encoding="utf-8", errors="replace").split("\n"))
+    assert slog > 1000 and remembered < slog / 2  # lines repeat after their time: the memo is used
+
+
+_TIMES = st.sampled_from(["2024-12-06T10:00:01.123Z", "2024-12-06T10:00:01.123+01:00", "2024-12-06T10:00:01",
+                          "2024-13-06T10:00:01.123Z", "2024-12-06T10:00:01.123Z junk", " ", "", "x\u00a0y", "\t"])
+_RESTS = st.sampled_from([
+    ' level=DEBUG source=sched.go:407 msg="evaluating already loaded model" model=/m/blobs/sha256-aa',
+    ' level=INFO source=server.go:1 msg="llama runner started in 3.01 seconds"',
+    ' level=ERROR source=x.go:1 msg="something broke" err="boom"',
+    ' level=INFO source=x.go:1 msg="Listening on 127.0.0.1:11434 (version 0.5.7)"',
+    ' level=DEBUG source=sched.go:1 msg="runner with non-zero duration has gone idle, adding timer" '
+    'runner.name=m:1 runner.size="6.6 GiB" duration=5m0s',
+    ' level=INFO source=server.go:1 msg="starting llama server" cmd="/bin/srv --model /m --ctx-size 8192 -np 4"',
+    ' level=WARN msg=', ' level=', ' level=DEBUG msg="unterminated',
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_TIMES, _RESTS), min_size=1, max_size=12))
+def test_repeated_rests_with_any_time(lines: list[tuple[str, str]]) -> None:
+    _both([f"time={t}{rest}" for t, rest in lines])

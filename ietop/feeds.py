@@ -23,6 +23,8 @@ from parsers.events import AccessCount, Event
 
 Item = tuple[int, float, Event]
 BATCH_MAX = 5000
+READ_BYTES = 256 << 10
+"""Most bytes a tail feed reads before parsing them and handing the events on."""
 """Events per batch: bounds the main thread's work per message, so the UI stays responsive."""
 EVIDENCE_KEEP = 20_000
 """Raw lines kept per source for the detail screens (a followed stream may have no file to re-read)."""
@@ -259,7 +261,10 @@ class TailFeed:
         from ietop.sources.tailer import FileTailer
 
         self.tail = TailParse(store, path, engine, evidence)
-        self.tailer = FileTailer(path, from_start=from_start)
+        # Reads of READ_BYTES (~2,000 lines): a backlog then goes to the store in batches whose objects die
+        # young; 8 MB batches kept ~60k events alive at once and the collector re-walked them (GC time
+        # 0.42 -> 0.24-0.32 s on a 300k-line log), and the first lines reach the screen sooner.
+        self.tailer = FileTailer(path, from_start=from_start, chunk_size=READ_BYTES, max_read=READ_BYTES)
 
     def run(self, post: Post, stop: threading.Event) -> None:
         src = self.tail.src

@@ -23,9 +23,9 @@ from parsers.events import AccessCount, Event
 
 Item = tuple[int, float, Event]
 BATCH_MAX = 5000
+"""Events per batch: bounds the main thread's work per message, so the UI stays responsive."""
 READ_BYTES = 256 << 10
 """Most bytes a tail feed reads before parsing them and handing the events on."""
-"""Events per batch: bounds the main thread's work per message, so the UI stays responsive."""
 EVIDENCE_KEEP = 20_000
 """Raw lines kept per source for the detail screens (a followed stream may have no file to re-read)."""
 

@@ -45,17 +45,20 @@ def parse_attrs(attrs: str) -> Mapping[str, str]:
     # request's scheduler lines): remembered, it costs a hash instead of a tokenization.
     found = _ATTRS_SEEN.get(attrs)
     if found is None:
-        if len(_ATTRS_SEEN) >= _ATTRS_SEEN_MAX:
-            _ATTRS_SEEN.clear()
         # unquote() only where a quote opens the token: a call per key and value was a third of the cost.
-        found = _ATTRS_SEEN[attrs] = {
+        found = {
             (unquote(k) if k[0] == '"' else k): (unquote(v) if v[:1] == '"' else v) for k, v in _ATTR_RE.findall(attrs)
         }
+        if len(attrs) <= _ATTRS_SEEN_LEN:  # not a server config or a prompt: the memo stays within ~1 MB
+            if len(_ATTRS_SEEN) >= _ATTRS_SEEN_MAX:
+                _ATTRS_SEEN.clear()
+            _ATTRS_SEEN[attrs] = found
     return found
 
 
 _ATTRS_SEEN: dict[str, dict[str, str]] = {}
 _ATTRS_SEEN_MAX = 1024
+_ATTRS_SEEN_LEN = 1024
 
 
 def parse_go_duration(text: str) -> float | None:

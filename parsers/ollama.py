@@ -185,7 +185,7 @@ class OllamaParser:
         self.era_evidence.update(eras)
         if not events and level == "ERROR":
             events = [ErrorEvent(line, ts, "other", msg[:500])]
-        if rest and m.start("time") == 5 and m.end("time") == j:
+        if rest and len(rest) <= _SLOG_SEEN_LEN and m.start("time") == 5 and m.end("time") == j:
             if len(self._slog_seen) >= _SLOG_SEEN_MAX:
                 self._slog_seen.clear()
             # What the line says beyond its number and time: each event's class and other fields.
@@ -292,6 +292,8 @@ class OllamaParser:
 
 _SLOG_SEEN_MAX = 2048
 """Distinct slog lines (after their time) whose meaning a parser remembers."""
+_SLOG_SEEN_LEN = 1024
+"""Longer lines (a server config, a logged prompt) are not remembered: the memo stays within ~2 MB."""
 _FIELD_NAMES: dict[type[Event], tuple[str, ...]] = {}
 
 

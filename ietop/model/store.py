@@ -150,8 +150,8 @@ class Store:
         self.version += 1
         if t > self._now:
             self._now = t
-        # The commonest events first, by exact type (none is subclassed): a dict lookup, not twenty
-        # isinstance() calls down the chain of _apply_other.
+        # The commonest events first, by exact type (no event class is subclassed): a few identity tests
+        # instead of twenty isinstance() calls down the chain of _apply_other.
         if type(event) is ev.HttpAccess:
             self._request(src, t, event, self.sources[src].engine)
         elif type(event) in _TASK_EVENTS:

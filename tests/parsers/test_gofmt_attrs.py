@@ -26,3 +26,9 @@ def test_memory_is_bounded() -> None:
     for i in range(3 * gofmt._ATTRS_SEEN_MAX):
         assert parse_attrs(f"id={i} model=m") == {"id": str(i), "model": "m"}
     assert len(gofmt._ATTRS_SEEN) <= gofmt._ATTRS_SEEN_MAX
+
+
+def test_long_texts_are_not_remembered() -> None:
+    long = "prompt=" + "x" * (gofmt._ATTRS_SEEN_LEN + 10)
+    assert parse_attrs(long) == {"prompt": "x" * (gofmt._ATTRS_SEEN_LEN + 10)}
+    assert long not in gofmt._ATTRS_SEEN

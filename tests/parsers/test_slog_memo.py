@@ -73,3 +73,15 @@ _RESTS = st.sampled_from([
 @given(st.lists(st.tuples(_TIMES, _RESTS), min_size=1, max_size=12))
 def test_repeated_rests_with_any_time(lines: list[tuple[str, str]]) -> None:
     _both([f"time={t}{rest}" for t, rest in lines])
+
+
+def test_long_lines_are_not_remembered() -> None:
+    from parsers import ollama
+
+    parser = OllamaParser()
+    big = 'time=2024-12-06T10:00:01.123Z level=INFO source=x.go:1 msg="prompt" text="' + "y" * 5000 + '"'
+    parser.parse(1, big)
+    assert parser._slog_seen == {}
+    small = 'time=2024-12-06T10:00:01.123Z level=DEBUG source=sched.go:1 msg="evaluating already loaded model" model=m'
+    parser.parse(2, small)
+    assert len(parser._slog_seen) == 1 and all(len(k) <= ollama._SLOG_SEEN_LEN for k in parser._slog_seen)

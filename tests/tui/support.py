@@ -51,6 +51,10 @@ async def replay_settled(pilot: Pilot[None]) -> None:
     await pilot.pause()
     app.refresh_view()
     await pilot.pause()
+    # DataTables size their columns on a later idle pass: on a loaded machine one pause() was sometimes
+    # too early, and a snapshot caught the Events table with the columns of its previous contents.
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause(0.2)
 
 
 # The steps to each screen the snapshot tests and screenshots/regenerate.py show: one definition for both.
@@ -63,7 +67,7 @@ async def open_slowest_request(pilot: Pilot[None]) -> None:
     table.show(pilot.app.snap, force=True)  # type: ignore[attr-defined]
     table.focus()
     await pilot.press("enter")
-    await pilot.pause()
+    await pilot.pause(0.2)
 
 
 async def open_first_hint(pilot: Pilot[None]) -> None:

@@ -73,14 +73,15 @@ def parse_server_line(text: str, line: int, ts: datetime | None, state: ServerLi
     if task is not None and task >= 0:
         state.last_task = task
     msg = m.group("msg")
-    if (p := _NEW_PROMPT_RE.search(msg)) is not None:
+    # Each search only where its literal words are (most slot lines carry none of these facts).
+    if "new prompt" in msg and (p := _NEW_PROMPT_RE.search(msg)) is not None:
         slot = int(m.group("slot")) if m.group("slot") is not None else None
         return [PromptTask(line, ts, slot, task, int(p.group(1)), int(p.group(2)), int(p.group(3)))]
-    if (p := _PROGRESS_RE.search(msg)) is not None:
+    if "prompt processing" in msg and (p := _PROGRESS_RE.search(msg)) is not None:
         return [PrefillProgress(line, ts, task, int(p.group(1)), float(p.group(2)), float(p.group(3)))]
-    if (t := _TIMING_RE.match(msg)) is not None:
+    if " time =" in msg and (t := _TIMING_RE.match(msg)) is not None:
         return [_timing(t, line, ts, task)]
-    if (p := _STOP_RE.search(msg)) is not None:
+    if "stop processing" in msg and (p := _STOP_RE.search(msg)) is not None:
         return [SlotRelease(line, ts, task, int(p.group(1)), p.group(2) != "0")]
     return []
 

@@ -9,10 +9,9 @@ longer change are handed to a sink as soon as possible, so memory stays flat how
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, overload
+from collections.abc import Sequence
+from datetime import datetime
+from typing import overload
 
 from ietop.model.config import Settings
 from ietop.model.counters import ScrapeStore
@@ -20,26 +19,19 @@ from ietop.model.facts import RequestFacts
 from ietop.model.loads import LoadTracker
 from ietop.model.mlx import MlxTracker
 from ietop.model.names import model_name
+from ietop.model.proxied import proxied_request
 from ietop.model.records import Ref, Request, Simple, is_inference
 from ietop.model.sketch import Sketch
+from ietop.model.store_records import EngineState, ListSink, Sink, SourceInfo
 from ietop.model.vllm import VllmTracker
 from parsers import events as ev
 from parsers.api_events import OllamaResidency
 
-Sink = Callable[[str, Any], None]
+__all__ = ["EngineState", "ListSink", "Sink", "SourceInfo", "SourcePaths", "Store"]
+
 _MLX_EVENTS = (ev.RequestBody, ev.Admission, ev.PrefillProgress, ev.TokenDelta, ev.Usage, ev.GenerationStart)
 _TASK_EVENTS = frozenset({ev.PromptTask, ev.Timing, ev.SlotRelease, ev.CacheSlot})
 """Go to the request facts from any source. PrefillProgress is not here: from an MLX log it is MLX's."""
-
-
-@dataclass(slots=True)
-class SourceInfo:
-    path: str
-    engine: str
-    format: str | None = None
-    version: str | None = None
-    lines: int = 0
-    unparsed_lines: int = 0
 
 
 class SourcePaths(Sequence[str]):
@@ -59,29 +51,6 @@ class SourcePaths(Sequence[str]):
 
     def __len__(self) -> int:
         return len(self._store.sources)
-
-
-@dataclass(slots=True)
-class EngineState:
-    """An engine endpoint as its polls and its log describe it."""
-
-    engine: str
-    endpoint: str
-    state: str = "unknown"
-    detail: str = ""
-    since: float | None = None
-    models: tuple[str, ...] | None = None
-    version: str | None = None
-
-
-class ListSink:
-    """Keeps every finalized record in memory (tests, small logs)."""
-
-    def __init__(self) -> None:
-        self.records: dict[str, list[Any]] = {}
-
-    def __call__(self, kind: str, record: Any) -> None:
-        self.records.setdefault(kind, []).append(record)
 
 
 class Store:
@@ -346,20 +315,9 @@ class Store:
         self._finish_request(req)
 
     def _proxy_request(self, t: float, e: ev.ProxyRequest, ref: Ref) -> None:
-        """A request the proxy measured: exact timings and the response's own token counts."""
-        e2e = e.e2e_s or 0.0
-        end = e.ts + timedelta(seconds=e2e) if e.ts is not None else None
-        engine = "ollama" if e.path.startswith("/api/") else "openai-compatible"
-        req = Request(end, t + e2e, t, engine, e.method, e.path, e.status or 0, None, e.e2e_s, ref,
-                      model=e.model, inference=True, prompt_tokens=e.prompt_tokens,
-                      prompt_tokens_source="proxy" if e.prompt_tokens is not None else None,
-                      cached_tokens=e.cached_tokens, output_tokens=e.output_tokens, ttft_s=e.ttft_s, itl_s=e.itl_s,
-                      load_s=e.load_s, cold_load=bool(e.load_s and e.load_s >= PROXY_COLD_LOAD_S))
-        if e.prompt_tokens is not None and e.cached_tokens is not None:
-            req.prefill_tokens = e.prompt_tokens - e.cached_tokens
-        if e.error is not None:
-            self.sink("error", Simple("error", {"time": _iso(e.ts), "kind": _proxy_error_kind(e.error),
-                                                "message": f"proxy: {e.error}"}, ref, t))
+        req, error = proxied_request(t, e, ref)
+        if error is not None:
+            self.sink("error", error)
         self._finish_request(req)
 
     def _finish_request(self, req: Request) -> None:
@@ -427,14 +385,6 @@ class Store:
             mlx.flush()
         self.facts.flush()
         self.loads.flush()
-
-
-PROXY_COLD_LOAD_S = 0.5
-"""Ollama reports load_duration on every response; under this it is the warm-model bookkeeping."""
-
-
-def _proxy_error_kind(error: str) -> str:
-    return "client_abort" if "disconnect" in error else "engine_dead" if "upstream down" in error else "other"
 
 
 def _iso(ts: datetime | None) -> str | None:

@@ -1,0 +1,48 @@
+"""What the store keeps about its inputs (sources, engine endpoints) and the simplest sink it feeds.
+
+Plain records, kept apart from ietop.model.store so that the store module holds the event logic alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["EngineState", "ListSink", "Sink", "SourceInfo"]
+
+Sink = Callable[[str, Any], None]
+"""Receives each finalized record: `sink(kind, record)`."""
+
+
+@dataclass(slots=True)
+class SourceInfo:
+    path: str
+    engine: str
+    format: str | None = None
+    version: str | None = None
+    lines: int = 0
+    unparsed_lines: int = 0
+
+
+@dataclass(slots=True)
+class EngineState:
+    """An engine endpoint as its polls and its log describe it."""
+
+    engine: str
+    endpoint: str
+    state: str = "unknown"
+    detail: str = ""
+    since: float | None = None
+    models: tuple[str, ...] | None = None
+    version: str | None = None
+
+
+class ListSink:
+    """Keeps every finalized record in memory (tests, small logs)."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, list[Any]] = {}
+
+    def __call__(self, kind: str, record: Any) -> None:
+        self.records.setdefault(kind, []).append(record)

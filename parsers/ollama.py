@@ -103,6 +103,8 @@ class OllamaParser:
         self._gin_stamp = ""
         self._gin_offset: timedelta | None = None
         self._gin_ts: datetime | None = None
+        self._gin_minute = ""
+        self._gin_minute_ts = datetime.min  # noqa: DTZ901 - a placeholder: read only once _gin_minute is set
         self._slog_seen: dict[str, tuple[tuple[tuple[type[Event], tuple[Any, ...]], ...], tuple[str, ...]]] = {}
 
     @property
@@ -223,18 +225,26 @@ class OllamaParser:
     def _gin_time(self, stamp: str) -> datetime | None:
         """GIN's `2024/05/02 - 12:33:06` as a time (kept for the following lines of the same second);
         None when it is not a valid date."""
-        try:
-            # fromisoformat is C: a quarter of six int() calls and datetime(); GIN prints no zone.
-            naive = datetime.fromisoformat(stamp.replace("/", "-").replace(" - ", "T"))
-        except ValueError:
-            return None
-        if naive.tzinfo is not None:
-            return None  # not GIN's clock: let the full path decide
-        # Naive until an slog line teaches us the offset of this machine's clock.
-        self._gin_ts = with_offset(naive, self.offset)
+        minute, seconds = stamp[:18], _SECONDS.get(stamp[18:])
+        if minute == self._gin_minute and self.offset == self._gin_offset and seconds is not None:
+            # Another second of the same minute: one addition instead of a parse and a new aware time.
+            ts = self._gin_minute_ts + seconds
+        else:
+            try:
+                # fromisoformat is C: a quarter of six int() calls and datetime(); GIN prints no zone.
+                naive = datetime.fromisoformat(stamp.replace("/", "-").replace(" - ", "T"))
+            except ValueError:
+                return None
+            if naive.tzinfo is not None:
+                return None  # not GIN's clock: let the full path decide
+            # Naive until an slog line teaches us the offset of this machine's clock.
+            ts = with_offset(naive, self.offset)
+            if seconds is not None:
+                self._gin_minute, self._gin_minute_ts = minute, ts - seconds
+        self._gin_ts = ts
         self._gin_stamp = stamp
         self._gin_offset = self.offset
-        return self._gin_ts
+        return ts
 
     def _gin(self, line: int, text: str) -> list[Event] | None:
         # The hot path of every Ollama log: split on the column bars instead of one big regex, and
@@ -290,6 +300,8 @@ class OllamaParser:
         return []
 
 
+_SECONDS = {f":{s:02d}": timedelta(seconds=s) for s in range(60)}
+"""GIN's seconds field (`:06`) as the time it adds to its minute."""
 _SLOG_SEEN_MAX = 2048
 """Distinct slog lines (after their time) whose meaning a parser remembers."""
 _SLOG_SEEN_LEN = 1024

@@ -4,6 +4,7 @@ CPython 3.11, so the hot paths build aware times another way): same instant, sam
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -57,3 +58,39 @@ def test_with_offset_is_replace(naive: datetime, minutes: int, fold: int) -> Non
     got = with_offset(naive, offset)
     assert got == want and got.utcoffset() == want.utcoffset() and got.fold == want.fold
     assert with_offset(naive, None) is naive
+
+
+def obvious_gin_time(stamp: str, offset: timedelta | None) -> datetime | None:
+    try:
+        naive = datetime.fromisoformat(stamp.replace("/", "-").replace(" - ", "T"))
+    except ValueError:
+        return None
+    if naive.tzinfo is not None:
+        return None
+    return naive if offset is None else naive.replace(tzinfo=timezone(offset))
+
+
+_gin_stamps = st.one_of(
+    st.builds(lambda d: d.strftime("%Y/%m/%d - %H:%M:%S"), st.datetimes(min_value=datetime(2000, 1, 1))),
+    st.builds(lambda d, i, c: (lambda s: s[:i] + c + s[i + 1:])(d.strftime("%Y/%m/%d - %H:%M:%S")),
+              st.datetimes(min_value=datetime(2000, 1, 1)), st.integers(0, 20), st.sampled_from(list("0169:/ -.x"))),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.tuples(_gin_stamps, st.sampled_from([None, 0, 60, -330])), min_size=1, max_size=20),
+       st.randoms(use_true_random=False))
+def test_gin_time_is_the_obvious_parse(steps: list[tuple[str, int | None]], rnd: Any) -> None:
+    """The parser reuses a minute's parse for its other seconds; every answer equals a fresh parse."""
+    from parsers.ollama import OllamaParser
+
+    parser = OllamaParser()
+    for stamp, minutes in steps:
+        # runs of stamps in one minute, as a log has them, exercise the reuse
+        for s in (stamp, stamp[:19] + f"{rnd.randrange(60):02d}" if len(stamp) == 21 else stamp):
+            parser.offset = None if minutes is None else timedelta(minutes=minutes)
+            got = parser._gin_time(s)
+            want = obvious_gin_time(s, parser.offset)
+            assert got == want, (s, got, want)
+            if got is not None and want is not None:
+                assert got.utcoffset() == want.utcoffset() and got.tzinfo == want.tzinfo

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 
+
+# Called several times per scheduler line with the same few blob paths: remembered (a hash, no splitting).
+@lru_cache(maxsize=4096)
 def model_name(model: str | None) -> str | None:
     """Blob paths are shortened to their digest (`sha256-0800cbac9c20`); names are kept."""
     if not model:

@@ -276,44 +276,37 @@ __all__ = ["FormatError", "SourceError", "epoch", "parse_time_arg", "run_files",
 
 
 class LiveLog:
-    """A log file followed as it grows (`tail -F`), parsed exactly as `analyze` parses a saved one.
+    """A log file followed as it grows (`tail -F`), through the dashboard's own tail path (`TailParse` over
+    `FileTailer.read_texts`), applied straight to a store: the end-to-end tests drive the live pipeline with
+    it, one `pump()` at a time, without the app's threads.
 
-    `pump()` reads what is available now and applies it to the store; the caller decides when to call
-    it (a thread worker in the dashboard, a loop in tests). Nothing here blocks.
+    `pump()` reads what is available now and applies it to the store. Nothing here blocks.
     """
 
     def __init__(self, store: Store, path: str, engine: str, *, from_start: bool = True) -> None:
+        from ietop.feeds import Evidence, TailParse  # feeds builds on this module: imported when used
         from ietop.sources.tailer import FileTailer
 
         self.store = store
         self.path = path
-        self.parser = make_parser(engine)
-        self.src = store.add_source(path, engine)
+        self.tail = TailParse(store, path, engine, Evidence())
+        self.parser = self.tail.parser
+        self.src = self.tail.src
         self.tailer = FileTailer(path, from_start=from_start)
-        self._n = 0
-        self._last_t = float("-inf")
 
     def pump(self) -> int:
         """Apply every complete line written since the last call; returns the number of lines."""
         count = 0
-        parser, store, src = self.parser, self.store, self.src
+        apply = self.store.apply
         while True:
-            lines = self.tailer.read_available()
-            for line in lines:
-                self._n += 1
-                st = strip_envelope(line.text)
-                if not st.text:
-                    continue
-                for event in parser.parse(self._n, st.text, st.ts):
-                    if event.ts is not None:
-                        t = epoch(event.ts)
-                        self._last_t = t if t > self._last_t else self._last_t
-                    store.apply(src, self._last_t if self._last_t != float("-inf") else 0.0, event)
-            count += len(lines)
+            texts = self.tailer.read_texts()
+            for src, t, event in self.tail.parse(texts):
+                apply(src, t, event)
+            count += len(texts)
             if not self.tailer.has_more:
                 break
-        info = store.sources[src]
-        info.lines = self._n
+        info = self.store.sources[self.src]
+        info.lines = self.tail.n
         info.version = info.version or self.parser.version
         return count
 

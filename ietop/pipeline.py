@@ -22,10 +22,10 @@ from parsers.detect import detect_engine
 from parsers.envelope import strip_envelope
 from parsers.events import Event, Scrape
 from parsers.framing import split_lines, split_texts
+from parsers.gofmt import epoch
 from parsers.ollama import ERAS, OllamaParser
 
 DETECT_LINES = 200
-_EPOCH_NAIVE = datetime(1970, 1, 1)  # noqa: DTZ001 - naive on purpose: log clocks without a zone
 SUPPORTED = ("ollama", "mlx", "vllm", "proxy")
 SCRAPE = "vllm-metrics"
 """A saved `/metrics` scrape: read whole (scrapes are kilobytes) and applied as one event."""
@@ -116,13 +116,6 @@ def _scrape_event(inp: FileInput) -> Iterator[tuple[float, int, int, Event]]:
 
 class FormatError(Exception):
     """The file is readable but is not a log ietop can parse (one-line message)."""
-
-
-def epoch(ts: datetime) -> float:
-    """Sortable seconds. A naive time (the log gave no zone) is read as UTC: only order matters here."""
-    if ts.tzinfo is None:
-        return (ts - _EPOCH_NAIVE).total_seconds()
-    return ts.timestamp()
 
 
 @dataclass(slots=True)

@@ -111,6 +111,16 @@ def parse_golog_time(date: str, clock: str) -> datetime | None:
         return None
 
 
+_EPOCH_NAIVE = datetime(1970, 1, 1)  # noqa: DTZ001 - naive on purpose: log clocks without a zone
+
+
+def epoch(ts: datetime) -> float:
+    """Sortable seconds. A naive time (the log gave no zone) is read as UTC: only order matters here."""
+    if ts.tzinfo is None:
+        return (ts - _EPOCH_NAIVE).total_seconds()
+    return ts.timestamp()
+
+
 def with_offset(naive: datetime, offset: timedelta | None) -> datetime:
     """Attach a learned UTC offset to a naive local time; leave it naive when the offset is unknown."""
     if offset is None:

@@ -29,6 +29,7 @@ from parsers.events import (
 from parsers.gofmt import (
     GOLOG_RE,
     SLOG_RE,
+    epoch,
     parse_go_duration,
     parse_golog_time,
     parse_slog_time,
@@ -43,16 +44,16 @@ GIN_RE = re.compile(
 )
 # A successful access line that is not inference (health checks, `/api/tags`, `/api/ps`…), bare or inside a
 # `docker logs -t` or journald envelope: the lines a busy server writes most. Matched only where
-# strip_envelope() and _gin() would certainly turn the line into exactly such an HttpAccess (no ANSI, no
-# markdown bold: ok_probe() turns away any "*" or ESC first; no trailer, a well-formed quoted path);
-# anything else takes the full path. The stamp's 21 characters are checked by _gin_time(), as in _gin().
-_PROBE_GIN_RE = re.compile(
-    r'\[GIN\] [^|]{21} \| [123]\d\d \|[^|]*\|[^|]*\| (?!POST )[A-Z]+ +"[^"\\|]*"\Z', re.ASCII
-)
-# What may stand before it: the envelopes strip_envelope() takes off such a line in one step.
-_PROBE_ENVELOPE_RE = re.compile(
-    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z "
-    r"|(?![\[{\s]|time=|\d...-..-)[^ ]+(?: +\d{1,2})? +\d\d:\d\d:\d\d(?:\.\d+)? +(?:[^ ]+ +)?[^ \[]+\[\d+\]: ?",
+# strip_envelope() and _gin() would certainly turn the line into exactly such an HttpAccess: no "*" (markdown
+# bold) and no ESC (ANSI colours) anywhere, no trailer, a well-formed quoted path. One pattern for the whole
+# line, so that the feed pays a single C call per health check; group 1 is GIN's 21-character stamp, which
+# probe_epoch() still has to accept as a date. The envelope alternatives are those strip_envelope() takes off
+# such a line in one step (docker -t, then journald's short form).
+_PROBE_RE = re.compile(
+    r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z "
+    r"|(?![\[{\s]|time=|\d...-..-)[^ *\x1b]+(?: +\d{1,2})? +\d\d:\d\d:\d\d(?:\.\d+)? +(?:[^ *\x1b]+ +)?"
+    r"[^ \[*\x1b]+\[\d+\]: ?)?"
+    r'\[GIN\] ([^|*\x1b]{21}) \| [123]\d\d \|[^|*\x1b]*\|[^|*\x1b]*\| (?!POST )[A-Z]+ +"[^"\\|*\x1b]*"\Z',
     re.ASCII,
 )
 _LISTEN_RE = re.compile(r"Listening on (\S+) \(version ([^)]+)\)")
@@ -105,6 +106,9 @@ class OllamaParser:
         self._gin_ts: datetime | None = None
         self._gin_minute = ""
         self._gin_minute_ts = datetime.min  # noqa: DTZ901 - a placeholder: read only once _gin_minute is set
+        self._probe_minute = ""
+        self._probe_offset: timedelta | None = None
+        self._probe_base = 0.0
         self._slog_seen: dict[str, tuple[tuple[tuple[type[Event], tuple[Any, ...]], ...], tuple[str, ...]]] = {}
 
     @property
@@ -207,20 +211,39 @@ class OllamaParser:
         self.version = m.group(2)
         return [ServerStart(line, ts, m.group(2), m.group(1))]
 
+    ok_probe_re = _PROBE_RE
+    """For a consumer that only counts successful non-inference requests (the dashboard keeps none of them):
+    a line this pattern matches, whole and with its envelope, is one such access line, and `parse()` would
+    give one HttpAccess at probe_epoch(group 1) unless that is None. The consumer then skips its events."""
+
     def ok_probe(self, raw: str) -> datetime | None:
-        """The time of `raw` (a whole physical line, envelopes included) when it is a successful access line
-        that is not inference; None for any other line. For a consumer that only counts those requests (the
-        dashboard keeps none of them): it then skips building their events; `parse()` would give one
-        HttpAccess with the same time."""
-        i = raw.find("[GIN] ")
-        if i < 0 or "*" in raw or "\x1b" in raw or _PROBE_GIN_RE.match(raw, i) is None:
+        """The time of `raw` (a whole physical line) when it is a successful access line that is not
+        inference, as `parse()` would give it; None for any other line."""
+        m = _PROBE_RE.match(raw)
+        return self._gin_time(m[1]) if m is not None else None
+
+    def probe_epoch(self, stamp: str) -> float | None:
+        """`epoch()` of the time `_gin_time(stamp)` gives at the current offset, without building it for every
+        second (the next second of the same minute is one addition); None when the stamp is not a date."""
+        minute, second = stamp[:18], _SECOND_FLOATS.get(stamp[18:])
+        if minute == self._probe_minute and self.offset == self._probe_offset and second is not None:
+            return self._probe_base + second
+        ts = self._gin_time(stamp)
+        if ts is None:
             return None
-        if i and _PROBE_ENVELOPE_RE.fullmatch(raw, 0, i) is None:
-            return None
-        stamp = raw[i + 6 : i + 27]
-        if stamp != self._gin_stamp or self.offset != self._gin_offset:
+        t = epoch(ts)
+        if second is not None:
+            # Whole seconds since the epoch are exact in a float: base + second == epoch() of that second.
+            self._probe_minute, self._probe_offset, self._probe_base = minute, self.offset, t - second
+        return t
+
+    def probe_time(self, stamp: str, offset: timedelta | None) -> datetime | None:
+        """The time of a probed stamp under the offset that held when it was read."""
+        saved, self.offset = self.offset, offset
+        try:
             return self._gin_time(stamp)
-        return self._gin_ts
+        finally:
+            self.offset = saved
 
     def _gin_time(self, stamp: str) -> datetime | None:
         """GIN's `2024/05/02 - 12:33:06` as a time (kept for the following lines of the same second);
@@ -302,6 +325,7 @@ class OllamaParser:
 
 _SECONDS = {f":{s:02d}": timedelta(seconds=s) for s in range(60)}
 """GIN's seconds field (`:06`) as the time it adds to its minute."""
+_SECOND_FLOATS = {text: delta.total_seconds() for text, delta in _SECONDS.items()}
 _SLOG_SEEN_MAX = 2048
 """Distinct slog lines (after their time) whose meaning a parser remembers."""
 _SLOG_SEEN_LEN = 1024

@@ -53,7 +53,14 @@ _PROBE_RE = re.compile(
     r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z "
     r"|(?![\[{\s]|time=|\d...-..-)[^ *\x1b]+(?: +\d{1,2})? +\d\d:\d\d:\d\d(?:\.\d+)? +(?:[^ *\x1b]+ +)?"
     r"[^ \[*\x1b]+\[\d+\]: ?)?"
-    r'\[GIN\] ([^|*\x1b]{21}) \| [123]\d\d \|[^|*\x1b]*\|[^|*\x1b]*\| (?!POST )[A-Z]+ +"[^"\\|*\x1b]*"\Z',
+    r'\[GIN\] ([^|*\x1b]{21}) \| [123]\d\d \|[^|*\x1b]*+\|[^|*\x1b]*+\| (?!POST )[A-Z]++ ++"[^"\\|*\x1b]*+"\Z',
+    re.ASCII,
+)
+# GIN's layout exactly: one space around each bar, the latency and client columns padded on the left, the
+# method on the right, a path without quote or backslash ending the line. Each group is what _gin_split()
+# would take from such a line (no group can hold whitespace that strip() would remove).
+_GIN_PLAIN_RE = re.compile(
+    r'\[GIN\] ([^|]{21}) \| (\d{3}) \| *([!-{}~\xb5\u03bc]+) \| *([!-{}~]*) \| ([A-Z]+) +"([^"\\]*)"\Z',
     re.ASCII,
 )
 _LISTEN_RE = re.compile(r"Listening on (\S+) \(version ([^)]+)\)")
@@ -270,8 +277,20 @@ class OllamaParser:
         return ts
 
     def _gin(self, line: int, text: str) -> list[Event] | None:
-        # The hot path of every Ollama log: split on the column bars instead of one big regex, and
-        # reuse the timestamp of the previous line (access lines arrive many per second).
+        # The hot path of every Ollama log. GIN's own layout (one space around each bar, padded columns, a
+        # plain quoted path at the end) in one C call; anything else takes the split below. The timestamp
+        # of the previous line is reused (access lines arrive many per second).
+        m = _GIN_PLAIN_RE.match(text)
+        if m is None:
+            return self._gin_split(line, text)
+        stamp, status_text, latency_raw, client, method, path = m.groups()
+        if (stamp != self._gin_stamp or self.offset != self._gin_offset) and self._gin_time(stamp) is None:
+            return self._gin_slow(line, text)
+        return [HttpAccess(line, self._gin_ts, int(status_text), parse_go_duration(latency_raw), latency_raw,
+                           client or None, method, path)]
+
+    def _gin_split(self, line: int, text: str) -> list[Event] | None:
+        # Split on the column bars: what a line with other spacing or an escaped path takes.
         parts = text.split("|", 4)
         if len(parts) != 5 or len(parts[0]) < 27:
             return self._gin_slow(line, text)

@@ -443,7 +443,8 @@ def ingest_baseline(path: Path) -> dict[str, Any]:
 
 
 def ingest_ietop(path: Path) -> dict[str, Any]:
-    """TailFeed from the start, driven without threads: read -> parse -> store.apply until nothing is left."""
+    """TailFeed from the start, driven without threads: read -> parse -> store.apply_all (what the dashboard does
+    with each batch) until nothing is left."""
     from ietop.feeds import Evidence, TailFeed
     from ietop.runtime import tune_gc
     from ietop.tui.run import new_store
@@ -451,7 +452,7 @@ def ingest_ietop(path: Path) -> dict[str, Any]:
     tune_gc()  # as the live dashboard does at start (ietop/cli.py); analyze and proxy also raise the GC threshold
     store, _view, _evidence = new_store()
     feed = TailFeed(store, str(path), "ollama", Evidence(), from_start=True)
-    tailer, tail, apply = feed.tailer, feed.tail, store.apply
+    tailer, tail, apply_all = feed.tailer, feed.tail, store.apply_all
     n_lines = n_items = batches = 0
     t_read = t_parse = t_apply = 0.0
     perf = time.perf_counter
@@ -470,8 +471,7 @@ def ingest_ietop(path: Path) -> dict[str, Any]:
             n_lines += len(lines)
             items = tail.parse(lines)
             c = perf()
-            for src, t, event in items:
-                apply(src, t, event)
+            apply_all(items)
             d = perf()
             t_parse += c - b
             t_apply += d - c

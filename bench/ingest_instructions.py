@@ -37,7 +37,9 @@ from ietop.runtime import tune_gc
 tune_gc()
 view = LiveView(); store = Store(view); view.attach(store)
 feed = TailFeed(store, sys.argv[1], "ollama", Evidence(), from_start=True)
-tailer, tail, apply = feed.tailer, feed.tail, store.apply
+tailer, tail = feed.tailer, feed.tail
+# The dashboard applies a batch at once (Store.apply_all); older checkouts (for comparisons) one at a time.
+apply_all = getattr(store, "apply_all", None) or (lambda items: [store.apply(*item) for item in items])
 subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], capture_output=True, check=False)
 n = 0
 texts = hasattr(tailer, "read_texts")  # older checkouts (for comparisons) read Line objects
@@ -46,8 +48,7 @@ while True:
     if not lines and not tailer.has_more:
         break
     n += len(lines)
-    for src, t, event in tail.parse(lines if texts else [(line.text, None) for line in lines]):
-        apply(src, t, event)
+    apply_all(tail.parse(lines if texts else [(line.text, None) for line in lines]))
 subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], capture_output=True, check=False)
 print("lines", n, file=sys.stderr)
 """

@@ -60,11 +60,15 @@ class Evidence:
         self._rings: dict[int, list[tuple[int, str] | None]] = {}
 
     def remember(self, src: int, line: int, text: str) -> None:
-        # A ring indexed by line number: one store per line on the ingest path, no eviction bookkeeping.
+        self.ring(src)[line % self.keep] = (line, text)
+
+    def ring(self, src: int) -> list[tuple[int, str] | None]:
+        """The source's ring, indexed by line number modulo `keep`: one store per line on the ingest path, no
+        eviction bookkeeping (TailParse stores into it directly)."""
         ring = self._rings.get(src)
         if ring is None:
             ring = self._rings[src] = [None] * self.keep
-        ring[line % self.keep] = (line, text)
+        return ring
 
     def lookup(self, src: int, line: int) -> str | None:
         ring = self._rings.get(src)
@@ -231,7 +235,9 @@ class TailParse:
     def parse(self, texts: Iterable[str], given: Iterable[datetime | None] | None = None) -> list[Item]:
         """Raw lines → items. `given`: for each line, a time the transport gave (journald's) or None."""
         items: list[Item] = []
-        parser, src, remember = self.parser, self.src, self.evidence.remember
+        parser, src = self.parser, self.src
+        ring = self.evidence.ring(src)
+        keep = len(ring)
         last_ts, last_t = self._last_ts, self._last_t
         n = self.n
         prober = self.prober
@@ -265,7 +271,7 @@ class TailParse:
                 continue
             events = parser.parse(n, st.text, st.ts or given_ts)
             if events:
-                remember(src, n, text)
+                ring[n % keep] = (n, text)  # Evidence.remember, inline
             for event in events:
                 ts = event.ts
                 if ts is not None and ts is not last_ts:  # access lines of one second share one object

@@ -238,11 +238,11 @@ def run_files(
 ) -> list[FileInput]:
     """Analyze files into `store`; returns the inputs (with line counts). Raises SourceError/FormatError."""
     inputs = open_inputs(store, paths, engine)
-    apply = store.apply
-    for t, src, _seq, event in merged_events(inputs):
-        if (since is not None and t < since) or (until is not None and t > until):
-            continue
-        apply(src, t if t != float("-inf") else 0.0, event)
+    store.apply_all(
+        (src, t if t != float("-inf") else 0.0, event)
+        for t, src, _seq, event in merged_events(inputs)
+        if (since is None or t >= since) and (until is None or t <= until)
+    )
     store.flush()
     for inp in inputs:
         info = store.sources[inp.src]
@@ -290,11 +290,9 @@ class LiveLog:
     def pump(self) -> int:
         """Apply every complete line written since the last call; returns the number of lines."""
         count = 0
-        apply = self.store.apply
         while True:
             texts = self.tailer.read_texts()
-            for src, t, event in self.tail.parse(texts):
-                apply(src, t, event)
+            self.store.apply_all(self.tail.parse(texts))
             count += len(texts)
             if not self.tailer.has_more:
                 break

@@ -193,9 +193,7 @@ class IetopApp(App[None]):
         batch = message.batch
         if message.counted:
             self._inflight.release()
-        apply = self.store.apply
-        for src, t, event in batch.items:
-            apply(src, t, event)
+        self.store.apply_all(batch.items)
         for src, n in batch.lines.items():
             self.store.sources[src].lines = n
         if batch.error:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone, tzinfo
 
 # slog text handler: time=… level=… source=file.go:N msg=… attrs…  (source is absent in a few builds)
 SLOG_RE = re.compile(
@@ -112,22 +112,39 @@ def parse_golog_time(date: str, clock: str) -> datetime | None:
 
 
 _EPOCH_NAIVE = datetime(1970, 1, 1)  # noqa: DTZ001 - naive on purpose: log clocks without a zone
+_EPOCH_UTC = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH_IN: dict[tzinfo, datetime] = {timezone.utc: _EPOCH_UTC}
+"""The epoch as a time in each zone of zone() (and UTC), holding that very zone object."""
 
 
 def epoch(ts: datetime) -> float:
     """Sortable seconds. A naive time (the log gave no zone) is read as UTC: only order matters here."""
-    if ts.tzinfo is None:
+    tz = ts.tzinfo
+    if tz is None:
         return (ts - _EPOCH_NAIVE).total_seconds()
+    base = _EPOCH_IN.get(tz)
+    if base is not None:
+        # Exactly timestamp()'s seconds. With the very same zone object (the parsers' times) the subtraction
+        # is wall-clock arithmetic: 0.3 us, where timestamp() asks the zone for its offset twice (1.3 us on
+        # CPython 3.11); with another object of that offset it asks, and costs what timestamp() does.
+        return (ts - base).total_seconds()
     return ts.timestamp()
+
+
+def zone(offset: timedelta) -> timezone:
+    """One zone object per offset, for the times the parsers build: epoch() is cheap for these."""
+    tz = _TZ_CACHE.get(offset)
+    if tz is None:
+        tz = _TZ_CACHE[offset] = timezone(offset)
+        _EPOCH_IN[tz] = _EPOCH_UTC.astimezone(tz)
+    return tz
 
 
 def with_offset(naive: datetime, offset: timedelta | None) -> datetime:
     """Attach a learned UTC offset to a naive local time; leave it naive when the offset is unknown."""
     if offset is None:
         return naive
-    tz = _TZ_CACHE.get(offset)
-    if tz is None:
-        tz = _TZ_CACHE[offset] = timezone(offset)
+    tz = zone(offset)
     if naive.fold or naive.tzinfo is not None:
         return naive.replace(tzinfo=tz)
     # The constructor, not .replace(tzinfo=tz): 0.76 against 1.9 us on CPython 3.11, per GIN second.

@@ -37,6 +37,7 @@ from parsers.gofmt import (
     parse_slog_time,
     unquote,
     with_offset,
+    zone,
 )
 from parsers.ollama_msgs import env_map, slog_events
 
@@ -115,6 +116,11 @@ class OllamaParser:
         self._gin_ts: datetime | None = None
         self._gin_minute = ""
         self._gin_minute_ts = datetime.min  # noqa: DTZ901 - a placeholder: read only once _gin_minute is set
+        self._minute_key = ""
+        """`2024-05-10T23:29` of the last slog time read in full, its zone text and offset, and that minute."""
+        self._minute_zone = ""
+        self._minute_offset: timedelta | None = None
+        self._minute_base = datetime.min  # noqa: DTZ901 - a placeholder: read only once _minute_key is set
         self._offset_zone: str | None = None
         """The zone text (`-04:00`, `Z`) of the slog time the offset was learned from, if it had slog's layout."""
         self._probe_minute = ""
@@ -212,16 +218,26 @@ class OllamaParser:
         return events
 
     def _slog_time(self, time_text: str) -> datetime | None:
+        # Another time of the same minute in slog's layout (`2024-05-10T23:29:17.347-04:00`): the minute's
+        # start plus a table's seconds and milliseconds, in one shared zone object (cheap for epoch()).
+        if time_text[:16] == self._minute_key and time_text[23:] == self._minute_zone:
+            second, milli = _SECONDS.get(time_text[16:19]), _MILLIS.get(time_text[19:23])
+            if second is not None and milli is not None:
+                if self._minute_offset != self.offset:
+                    self.offset, self._offset_zone = self._minute_offset, self._minute_zone
+                return self._minute_base + second + milli
         ts = parse_slog_time(time_text)
         if ts is not None:
             if ts.tzinfo is not None:
                 offset = ts.utcoffset()
+                zone_text = _slog_zone(time_text)
                 if offset != self.offset:
                     self.offset = offset
-                    # slog's own layout (`…:05.000-07:00`, `…:05.000Z`) ends in its zone from index 23 on:
-                    # another time with that same ending would teach this same offset.
-                    fraction = time_text[19:20] == "." and time_text[20:23].isdigit()
-                    self._offset_zone = time_text[23:] if fraction and time_text[23:24] in ("+", "-", "Z") else None
+                    # Another time with that same zone text would teach this same offset.
+                    self._offset_zone = zone_text
+                if zone_text is not None and offset is not None:
+                    self._minute_key, self._minute_zone, self._minute_offset = time_text[:16], zone_text, offset
+                    self._minute_base = datetime(ts.year, ts.month, ts.day, ts.hour, ts.minute, tzinfo=zone(offset))
             elif self.offset is not None:
                 ts = with_offset(ts, self.offset)
         return ts
@@ -356,6 +372,8 @@ class OllamaParser:
 
 _SECONDS = {f":{s:02d}": timedelta(seconds=s) for s in range(60)}
 """GIN's seconds field (`:06`) as the time it adds to its minute."""
+_MILLIS = {f".{ms:03d}": timedelta(milliseconds=ms) for ms in range(1000)}
+"""slog's milliseconds field (`.347`) as the time it adds to its second."""
 _SECOND_FLOATS = {text: delta.total_seconds() for text, delta in _SECONDS.items()}
 _SLOG_SEEN_MAX = 2048
 """Distinct slog lines (after their time) whose meaning a parser remembers."""
@@ -374,6 +392,14 @@ def _fields_after_time(event: Event) -> tuple[Any, ...]:
         getter = attrgetter(*names) if names else (lambda _event: ())
         get = _FIELD_GETTERS[type(event)] = getter if len(names) != 1 else (lambda ev: (getter(ev),))
     return get(event)
+
+
+def _slog_zone(time_text: str) -> str | None:
+    """The zone text of a time in slog's own layout (`…:05.000-07:00`, `…:05.000Z`), which begins at index
+    23 and alone gives the offset; None for any other layout."""
+    if time_text[19:20] == "." and time_text[20:23].isdigit() and time_text[23:24] in ("+", "-", "Z"):
+        return time_text[23:]
+    return None
 
 
 def with_offset_opt(ts: datetime | None, offset: timedelta | None) -> datetime | None:

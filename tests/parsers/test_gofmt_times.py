@@ -94,3 +94,58 @@ def test_gin_time_is_the_obvious_parse(steps: list[tuple[str, int | None]], rnd:
             assert got == want, (s, got, want)
             if got is not None and want is not None:
                 assert got.utcoffset() == want.utcoffset() and got.tzinfo == want.tzinfo
+
+
+def obvious_learning_slog_time(text: str, offset: timedelta | None) -> tuple[datetime | None, timedelta | None]:
+    """An slog time as the parser reads it, and the offset it leaves learnt: an aware time teaches its offset,
+    a naive one takes the learnt offset."""
+    ts = obvious_slog_time(text)
+    if ts is None:
+        return None, offset
+    if ts.tzinfo is not None:
+        return ts, ts.utcoffset()
+    return (ts if offset is None else ts.replace(tzinfo=timezone(offset))), offset
+
+
+_ZONES = ["Z", "+00:00", "-04:00", "+01:00", "+0100", "+05:30", "", "-04:00x"]
+_slog_minute_runs = st.lists(
+    st.tuples(st.sampled_from(["2024-05-10T23:29", "2024-05-10T23:30", "2024-13-10T23:29", "2024-05-10T23:2x"]),
+              st.sampled_from([":00", ":17", ":59", ":60", ":7x", ""]),
+              st.sampled_from([".000", ".347", ".999", ".34", ".3470", "", ".x47"]),
+              st.sampled_from(_ZONES)).map("".join),
+    min_size=1, max_size=25,
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_slog_minute_runs)
+def test_slog_time_of_the_parser_is_the_obvious_parse(texts: list[str]) -> None:
+    """The parser adds a table's seconds and milliseconds to a minute it read before; every answer, and the
+    offset it leaves learnt, equals a fresh parse of the whole text."""
+    from parsers.ollama import OllamaParser
+
+    parser = OllamaParser()
+    offset: timedelta | None = None
+    for text in texts:
+        got = parser._slog_time(text)
+        want, offset = obvious_learning_slog_time(text, offset)
+        assert got == want, (text, got, want)
+        assert parser.offset == offset, text
+        if got is not None and want is not None:
+            assert got.utcoffset() == want.utcoffset()
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.datetimes(), st.sampled_from([None, 0, 60, -240, 330, -59]), st.booleans())
+def test_epoch_is_timestamp(naive: datetime, minutes: int | None, shared_zone: bool) -> None:
+    """epoch() subtracts a per-zone epoch for the parsers' shared zone objects; the same seconds as
+    timestamp() (or, naive, as UTC), for those and for any other zone object."""
+    from parsers.gofmt import epoch, zone
+
+    if minutes is None:
+        assert epoch(naive) == naive.replace(tzinfo=timezone.utc).timestamp()
+        return
+    offset = timedelta(minutes=minutes)
+    tz = zone(offset) if shared_zone else timezone(offset)
+    aware = naive.replace(tzinfo=tz)
+    assert epoch(aware) == aware.timestamp()

@@ -206,6 +206,8 @@ class ReplayFeed:
 class Prober(Protocol):
     """A parser that can recognise a successful non-inference access line by one regex (OllamaParser)."""
 
+    ok_probe_tag: str
+    ok_probe_refuses: tuple[str, str, str]
     ok_probe_re: re.Pattern[str]
     offset: timedelta | None
 
@@ -226,9 +228,9 @@ class TailParse:
         self._last_t = 0.0
         self._last_ts: datetime | None = None
         # The parser's shortcut for successful non-inference access lines, taken when the store only counts
-        # them (see OllamaParser.ok_probe_re): one regex call per health check instead of its events. Two
-        # substring scans in front keep the regex off lines it would reject late: those that are no access
-        # line (it cost them ~10 %) and inference requests (it reads ~80 characters before it sees POST).
+        # them (see OllamaParser.ok_probe_re): one regex call per health check instead of its events, behind
+        # the parser's substring tests, which also keep the regex off the lines it would reject late (no
+        # access line: it cost them ~10 %; inference: it read ~80 characters before it saw POST).
         self.prober: Prober | None = (
             cast(Prober, self.parser) if hasattr(self.parser, "ok_probe_re") and store.counts_ok_probes else None)
 
@@ -242,6 +244,8 @@ class TailParse:
         n = self.n
         prober = self.prober
         probe = prober.ok_probe_re.match if prober is not None else None
+        tag, refuse_post, refuse_bold, refuse_esc = (
+            (prober.ok_probe_tag, *prober.ok_probe_refuses) if prober is not None else ("", "", "", ""))
         probes = probe_line = 0
         # `pstamp`: the stamp whose epoch `pt` is; None again after any line that took the full path (it may
         # have taught the parser another offset). `lstamp`, `loffset`: the last stamp read and its offset,
@@ -250,7 +254,8 @@ class TailParse:
         lstamp, loffset, pt = "", None, 0.0
         for text, given_ts in zip(texts, repeat(None) if given is None else given, strict=False):
             n += 1
-            if probe is not None and "[GIN] " in text and "| POST " not in text and (m := probe(text)) is not None:
+            if (probe is not None and tag in text and refuse_post not in text and refuse_bold not in text
+                    and refuse_esc not in text and (m := probe(text)) is not None):
                 assert prober is not None
                 stamp = m[1]
                 if stamp != pstamp:

@@ -109,6 +109,9 @@ LINES = st.one_of(
         '[GIN] 2025/02/20 - 16:33:10 | 500 |  2.1s |       127.0.0.1 | GET      "/api/tags"',
         '[GIN] 2025/13/20 - 16:34:14 | 200 |  2.1s |       127.0.0.1 | GET      "/api/tags"',
         "slot launch_slot_: id  0 | task 5 | processing task",
+        # An escape sequence whose final byte is a bar: the full path removes it and reads no access line.
+        '[GIN] 2025/02/20 - 16:34:14 | 200 |       1.5s \x1b[|       127.0.0.1 | GET      "/api/tags"',
+        '[GIN] 2025/02/20 - 16:34:14 | 200 |     **1.5s** |       127.0.0.1 | GET      "/api/tags"',
         "",
     ]),
 )

@@ -130,6 +130,7 @@ class OllamaParser:
         self._probe_offset: timedelta | None = None
         self._probe_base = 0.0
         self._slog_seen: dict[str, tuple[tuple[tuple[type[Event], tuple[Any, ...]], ...], tuple[str, ...]]] = {}
+        self._raw_seen: dict[str, tuple[tuple[type[Event], tuple[Any, ...]], ...]] = {}
 
     @property
     def era(self) -> str | None:
@@ -161,6 +162,12 @@ class OllamaParser:
             if events is not None:
                 self.era_evidence.add("E2")
             return events
+        # Raw runner output repeats word for word (every load prints the same model metadata): what a line
+        # that reached parse_raw_line() gave is remembered. Every branch before it is a pure test of the text
+        # that changes nothing when it does not match, so a remembered line skips them too.
+        known = self._raw_seen.get(text)
+        if known is not None:
+            return None if known is _RAW_UNPARSED else [kind(line, env_ts, *fields) for kind, fields in known]
         if first.isdigit() and (m := GOLOG_RE.match(text)) is not None:
             return self._golog(line, m)
         if text.startswith(_LLAMA_SERVER_PREFIXES):
@@ -182,7 +189,13 @@ class OllamaParser:
             return [LoadDone(line, env_ts, float(m.group(1)))]
         if (m := _LISTEN_RE.search(text)) is not None:
             return self._listening(line, env_ts, m)
-        return llamacpp.parse_raw_line(text, line, env_ts)
+        events = llamacpp.parse_raw_line(text, line, env_ts)
+        if len(text) <= _SLOG_SEEN_LEN:
+            if len(self._raw_seen) >= _SLOG_SEEN_MAX:
+                self._raw_seen.clear()
+            self._raw_seen[text] = (
+                _RAW_UNPARSED if events is None else tuple((type(ev), _fields_after_time(ev)) for ev in events))
+        return events
 
     def _slog(self, line: int, text: str) -> list[Event] | None:
         # Scheduler DEBUG lines repeat word for word after their time (a model's blob path, its keep-alive,
@@ -384,7 +397,9 @@ _MILLIS = {f".{ms:03d}": timedelta(milliseconds=ms) for ms in range(1000)}
 """slog's milliseconds field (`.347`) as the time it adds to its second."""
 _SECOND_FLOATS = {text: delta.total_seconds() for text, delta in _SECONDS.items()}
 _SLOG_SEEN_MAX = 2048
-"""Distinct slog lines (after their time) whose meaning a parser remembers."""
+"""Distinct slog lines (after their time), and raw runner lines, whose meaning a parser remembers."""
+_RAW_UNPARSED: tuple[tuple[type[Event], tuple[Any, ...]], ...] = ((Unparsed, ()),)
+"""Remembered for a raw line that parse_raw_line() did not recognise (compared by identity)."""
 _SLOG_SEEN_LEN = 1024
 """Longer lines (a server config, a logged prompt) are not remembered: the memo stays within ~2 MB."""
 _FIELD_GETTERS: dict[type[Event], Callable[[Event], tuple[Any, ...]]] = {}

@@ -1,5 +1,6 @@
-"""OllamaParser remembers what a slog line says after its time; a remembered line must parse exactly as a
-new one: same events (fields, line, time), same era evidence and learned offset."""
+"""OllamaParser remembers what a slog line says after its time, and what a raw runner line says; a remembered
+line must parse exactly as a new one: same events (fields, line, time), same era evidence, learned offset,
+version and llama-server task state."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ class _Forgetful(dict[str, Any]):
 def _fresh() -> OllamaParser:
     parser = OllamaParser()
     parser._slog_seen = _Forgetful()
+    parser._raw_seen = _Forgetful()
     return parser
 
 
@@ -38,6 +40,7 @@ def _both(lines: list[str]) -> tuple[int, int]:
         slog += st_.text.startswith("time=")
         assert remembering.parse(n, st_.text, st_.ts) == forgetful.parse(n, st_.text, st_.ts), raw
         assert remembering.offset == forgetful.offset
+        assert remembering._server.last_task == forgetful._server.last_task
     assert remembering.era_evidence == forgetful.era_evidence and remembering.version == forgetful.version
     return slog, len(remembering._slog_seen)
 
@@ -91,3 +94,33 @@ def test_long_lines_are_not_remembered() -> None:
     small = 'time=2024-12-06T10:00:01.123Z level=DEBUG source=sched.go:1 msg="evaluating already loaded model" model=m'
     parser.parse(2, small)
     assert len(parser._slog_seen) == 1 and all(len(k) <= ollama._SLOG_SEEN_LEN for k in parser._slog_seen)
+
+
+_RAW = st.sampled_from([
+    "llm_load_print_meta: n_ctx_train      = 32768",
+    "llama_new_context_with_model: n_ctx      = 8192",
+    "llm_load_tensors: offloaded 33/33 layers to GPU",
+    "print_info: file format = GGUF V3 (latest)",
+    "ggml_cuda_init: found 1 CUDA devices:",
+    "CUDA error: out of memory",
+    "       eval time =    5244.56 ms /   482 tokens (   10.88 ms per token,    91.90 tokens per second)",
+    "slot update_slots: id  0 | task 7 | new prompt, n_ctx_slot = 8192, n_keep = 0, task.n_tokens = 50",
+    "slot print_timing: id  0 | task 9 | prompt eval time =      90.81 ms /   307 tokens",
+    "        top_k = 40, top_p = 0.900",
+    "INFO [main] model loaded | tid=\"1\" timestamp=1714544032",
+    "llama runner started in 3.01 seconds",
+    "time=2024-12-06T10:00:01.123Z level=INFO source=x.go:1 msg=\"Listening on 127.0.0.1:1 (version 0.5.7)\"",
+    "2024/06/02 18:43:45 routes.go:1007: INFO server config env=map[]",
+    "cuda driver library failed time=2024-12-06T10:00:01.123+01:00 level=INFO source=x.go:1 msg=\"x\"",
+    "something nobody prints",
+    "",
+])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_RAW, st.sampled_from(["", "May 10 23:29:17 lena ollama[1]: ",
+                                                 "2024-05-15T00:39:40.172587575Z ", "2024-05-15T00:39:41.5Z "])),
+                min_size=1, max_size=15))
+def test_repeated_raw_lines(lines: list[tuple[str, str]]) -> None:
+    # The envelope's time (docker -t) is the events' time: a remembered line must take the new one.
+    _both([envelope + raw for raw, envelope in lines])

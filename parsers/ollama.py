@@ -21,7 +21,6 @@ from parsers import llamacpp
 from parsers.events import (
     ErrorEvent,
     Event,
-    HttpAccess,
     LoadDone,
     LoadStart,
     ServerConfig,
@@ -31,44 +30,15 @@ from parsers.events import (
 from parsers.gofmt import (
     GOLOG_RE,
     SLOG_RE,
-    epoch,
-    parse_go_duration,
     parse_golog_time,
     parse_slog_time,
     unquote,
     with_offset,
     zone,
 )
+from parsers.ollama_gin import _SECONDS, GinReader
 from parsers.ollama_msgs import env_map, slog_events
 
-GIN_RE = re.compile(
-    r"\[GIN\] (\d{4})/(\d{2})/(\d{2}) - (\d{2}):(\d{2}):(\d{2}) \|\s*(\d{3})\s*\|\s*(\S+)\s*\|\s*(\S*)\s*\|\s*"
-    r'([A-Z]+)\s+"([^"\\]*(?:\\.[^"\\]*)*)"'
-)
-# A successful access line that is not inference (health checks, `/api/tags`, `/api/ps`…), bare or inside a
-# `docker logs -t` or journald envelope: the lines a busy server writes most. Taken only where
-# strip_envelope() and _gin() would certainly turn the line into exactly such an HttpAccess: no "*" (markdown
-# bold) and no ESC (ANSI colours) anywhere, no trailer, a well-formed quoted path. Those two characters, the
-# tag and POST are substring tests in front of the pattern (_PROBE_TAG, _PROBE_REFUSES): a scan in C is
-# cheaper than the pattern finding them, and with "*" and ESC out of its classes the pattern itself runs a
-# quarter faster. Group 1 is GIN's 21-character stamp, which probe_epoch() still has to accept as a date. The
-# envelope alternatives are those strip_envelope() takes off such a line in one step (docker -t, journald).
-_PROBE_TAG = "[GIN] "
-_PROBE_REFUSES = ("| POST ", "*", "\x1b")
-_PROBE_RE = re.compile(
-    r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z "
-    r"|(?![\[{\s]|time=|\d...-..-)[^ ]+(?: +\d{1,2})? +\d\d:\d\d:\d\d(?:\.\d+)? +(?:[^ ]+ +)?"
-    r"[^ \[]+\[\d+\]: ?)?"
-    r'\[GIN\] ([^|]{21}) \| [123]\d\d \|[^|]*+\|[^|]*+\| (?!POST )[A-Z]++ ++"[^"\\|]*+"\Z',
-    re.ASCII,
-)
-# GIN's layout exactly: one space around each bar, the latency and client columns padded on the left, the
-# method on the right, a path without quote or backslash ending the line. Each group is what _gin_split()
-# would take from such a line (no group can hold whitespace that strip() would remove).
-_GIN_PLAIN_RE = re.compile(
-    r'\[GIN\] ([^|]{21}) \| (\d{3}) \| *([!-{}~\xb5\u03bc]+) \| *([!-{}~]*) \| ([A-Z]+) +"([^"\\]*)"\Z',
-    re.ASCII,
-)
 _LISTEN_RE = re.compile(r"Listening on (\S+) \(version ([^)]+)\)")
 _GLUED_SLOG_RE = re.compile(r"time=\d{4}-\d{2}-\d{2}T")
 _STARTED_RE = re.compile(r"(?:llama runner|llama-server) started in ([0-9.]+) seconds")
@@ -104,21 +74,16 @@ def era_of_version(version: str) -> str | None:
     return "E0"
 
 
-class OllamaParser:
+class OllamaParser(GinReader):
     """Stateful-but-pure parser of one Ollama log stream."""
 
     engine = "ollama"
 
     def __init__(self) -> None:
-        self.offset: timedelta | None = None
         self.version: str | None = None
         self.era_evidence: set[str] = set()
         self._server = llamacpp.ServerLineState()
-        self._gin_stamp = ""
-        self._gin_offset: timedelta | None = None
-        self._gin_ts: datetime | None = None
-        self._gin_minute = ""
-        self._gin_minute_ts = datetime.min  # noqa: DTZ901 - a placeholder: read only once _gin_minute is set
+        GinReader.__init__(self)
         self._minute_key = ""
         """`2024-05-10T23:29` of the last slog time read in full, its zone text and offset, and that minute."""
         self._minute_zone = ""
@@ -126,9 +91,6 @@ class OllamaParser:
         self._minute_base = datetime.min  # noqa: DTZ901 - a placeholder: read only once _minute_key is set
         self._offset_zone: str | None = None
         """The zone text (`-04:00`, `Z`) of the slog time the offset was learned from, if it had slog's layout."""
-        self._probe_minute = ""
-        self._probe_offset: timedelta | None = None
-        self._probe_base = 0.0
         self._slog_seen: dict[str, tuple[tuple[tuple[type[Event], tuple[Any, ...]], ...], tuple[str, ...]]] = {}
         self._raw_seen: dict[str, tuple[tuple[type[Event], tuple[Any, ...]], ...]] = {}
 
@@ -262,117 +224,6 @@ class OllamaParser:
         self.version = m.group(2)
         return [ServerStart(line, ts, m.group(2), m.group(1))]
 
-    ok_probe_tag = _PROBE_TAG
-    ok_probe_refuses = _PROBE_REFUSES
-    ok_probe_re = _PROBE_RE
-    """For a consumer that only counts successful non-inference requests (the dashboard keeps none of them):
-    a line that holds ok_probe_tag, none of ok_probe_refuses, and that this pattern matches (whole, with its
-    envelope) is one such access line, and `parse()` would give one HttpAccess at probe_epoch(group 1) unless
-    that is None. The consumer then skips its events."""
-
-    def ok_probe(self, raw: str) -> datetime | None:
-        """The time of `raw` (a whole physical line) when it is a successful access line that is not
-        inference, as `parse()` would give it; None for any other line."""
-        if _PROBE_TAG not in raw or any(refused in raw for refused in _PROBE_REFUSES):
-            return None
-        m = _PROBE_RE.match(raw)
-        return self._gin_time(m[1]) if m is not None else None
-
-    def probe_epoch(self, stamp: str) -> float | None:
-        """`epoch()` of the time `_gin_time(stamp)` gives at the current offset, without building it for every
-        second (the next second of the same minute is one addition); None when the stamp is not a date."""
-        minute, second = stamp[:18], _SECOND_FLOATS.get(stamp[18:])
-        if minute == self._probe_minute and self.offset == self._probe_offset and second is not None:
-            return self._probe_base + second
-        ts = self._gin_time(stamp)
-        if ts is None:
-            return None
-        t = epoch(ts)
-        if second is not None:
-            # Whole seconds since the epoch are exact in a float: base + second == epoch() of that second.
-            self._probe_minute, self._probe_offset, self._probe_base = minute, self.offset, t - second
-        return t
-
-    def probe_time(self, stamp: str, offset: timedelta | None) -> datetime | None:
-        """The time of a probed stamp under the offset that held when it was read."""
-        saved, self.offset = self.offset, offset
-        try:
-            return self._gin_time(stamp)
-        finally:
-            self.offset = saved
-
-    def _gin_time(self, stamp: str) -> datetime | None:
-        """GIN's `2024/05/02 - 12:33:06` as a time (kept for the following lines of the same second);
-        None when it is not a valid date."""
-        minute, seconds = stamp[:18], _SECONDS.get(stamp[18:])
-        if minute == self._gin_minute and self.offset == self._gin_offset and seconds is not None:
-            # Another second of the same minute: one addition instead of a parse and a new aware time.
-            ts = self._gin_minute_ts + seconds
-        else:
-            try:
-                # fromisoformat is C: a quarter of six int() calls and datetime(); GIN prints no zone.
-                naive = datetime.fromisoformat(stamp.replace("/", "-").replace(" - ", "T"))
-            except ValueError:
-                return None
-            if naive.tzinfo is not None:
-                return None  # not GIN's clock: let the full path decide
-            # Naive until an slog line teaches us the offset of this machine's clock.
-            ts = with_offset(naive, self.offset)
-            if seconds is not None:
-                self._gin_minute, self._gin_minute_ts = minute, ts - seconds
-        self._gin_ts = ts
-        self._gin_stamp = stamp
-        self._gin_offset = self.offset
-        return ts
-
-    def _gin(self, line: int, text: str) -> list[Event] | None:
-        # The hot path of every Ollama log. GIN's own layout (one space around each bar, padded columns, a
-        # plain quoted path at the end) in one C call; anything else takes the split below. The timestamp
-        # of the previous line is reused (access lines arrive many per second).
-        m = _GIN_PLAIN_RE.match(text)
-        if m is None:
-            return self._gin_split(line, text)
-        stamp, status_text, latency_raw, client, method, path = m.groups()
-        if (stamp != self._gin_stamp or self.offset != self._gin_offset) and self._gin_time(stamp) is None:
-            return self._gin_slow(line, text)
-        return [HttpAccess(line, self._gin_ts, int(status_text), parse_go_duration(latency_raw), latency_raw,
-                           client or None, method, path)]
-
-    def _gin_split(self, line: int, text: str) -> list[Event] | None:
-        # Split on the column bars: what a line with other spacing or an escaped path takes.
-        parts = text.split("|", 4)
-        if len(parts) != 5 or len(parts[0]) < 27:
-            return self._gin_slow(line, text)
-        stamp = parts[0][6:27]
-        status_text = parts[1].strip()
-        method, _, quoted = parts[4].strip().partition(" ")
-        quoted = quoted.lstrip()
-        status_ok = status_text.isascii() and status_text.isdigit()
-        if not (status_ok and len(quoted) >= 2 and quoted[0] == '"' and quoted[-1] == '"'):
-            return self._gin_slow(line, text)
-        if (stamp != self._gin_stamp or self.offset != self._gin_offset) and self._gin_time(stamp) is None:
-            return self._gin_slow(line, text)
-        path = quoted[1:-1]
-        if "\\" in path:
-            path = unquote(quoted)
-        latency_raw = parts[2].strip()
-        client = parts[3].strip() or None
-        return [HttpAccess(line, self._gin_ts, int(status_text), parse_go_duration(latency_raw), latency_raw,
-                           client, method, path)]
-
-    def _gin_slow(self, line: int, text: str) -> list[Event] | None:
-        m = GIN_RE.match(text)
-        if m is None:
-            return None
-        g = m.groups()
-        naive = datetime(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]))  # noqa: DTZ001
-        ts = with_offset(naive, self.offset)
-        path = g[10]
-        if "\\" in path:
-            path = unquote('"' + path + '"')
-        client = g[8] or None
-        return [HttpAccess(line, ts, int(g[6]), parse_go_duration(g[7]), g[7], client, g[9], path)]
-
     def _golog(self, line: int, m: re.Match[str]) -> list[Event]:
         ts = with_offset_opt(parse_golog_time(m.group("date"), m.group("clock")), self.offset)
         msg = m.group("msg")
@@ -391,11 +242,8 @@ class OllamaParser:
         return []
 
 
-_SECONDS = {f":{s:02d}": timedelta(seconds=s) for s in range(60)}
-"""GIN's seconds field (`:06`) as the time it adds to its minute."""
 _MILLIS = {f".{ms:03d}": timedelta(milliseconds=ms) for ms in range(1000)}
 """slog's milliseconds field (`.347`) as the time it adds to its second."""
-_SECOND_FLOATS = {text: delta.total_seconds() for text, delta in _SECONDS.items()}
 _SLOG_SEEN_MAX = 2048
 """Distinct slog lines (after their time), and raw runner lines, whose meaning a parser remembers."""
 _RAW_UNPARSED: tuple[tuple[type[Event], tuple[Any, ...]], ...] = ((Unparsed, ()),)

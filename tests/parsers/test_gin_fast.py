@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parsers.envelope import strip_envelope
-from parsers.ollama import _GIN_PLAIN_RE, OllamaParser
+from parsers.ollama import OllamaParser
+from parsers.ollama_gin import _GIN_PLAIN_RE
 
 ROOT = Path(__file__).resolve().parents[2]
 

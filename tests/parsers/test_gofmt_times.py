@@ -149,3 +149,17 @@ def test_epoch_is_timestamp(naive: datetime, minutes: int | None, shared_zone: b
     tz = zone(offset) if shared_zone else timezone(offset)
     aware = naive.replace(tzinfo=tz)
     assert epoch(aware) == aware.timestamp()
+
+
+def test_gin_minute_is_not_reused_under_another_offset() -> None:
+    """Found by the test above: a stamp read in full without a seconds field (`00:00.00`) moved the offset
+    the minute was checked against, and the next second of the minute came back naive."""
+    from parsers.ollama import OllamaParser
+
+    parser = OllamaParser()
+    for stamp, offset in [("2000/01/01 - 00:00:00", None), ("2000/01/01 - 00:00.00", timedelta(0)),
+                          ("2000/01/01 - 00:00:00", timedelta(0))]:
+        parser.offset = offset
+        got = parser._gin_time(stamp)
+        want = obvious_gin_time(stamp, offset)
+        assert got == want and (got is None or want is None or got.tzinfo == want.tzinfo), (stamp, got, want)

@@ -211,6 +211,8 @@ class Prober(Protocol):
     ok_probe_re: re.Pattern[str]
     offset: timedelta | None
 
+    def probe_colored(self, raw: str) -> str | None: ...
+
     def probe_epoch(self, stamp: str) -> float | None: ...
 
     def probe_time(self, stamp: str, offset: timedelta | None) -> datetime | None: ...
@@ -254,22 +256,26 @@ class TailParse:
         lstamp, loffset, pt = "", None, 0.0
         for text, given_ts in zip(texts, repeat(None) if given is None else given, strict=False):
             n += 1
-            if (probe is not None and tag in text and refuse_post not in text and refuse_bold not in text
-                    and refuse_esc not in text and (m := probe(text)) is not None):
+            if probe is not None and tag in text and refuse_post not in text and refuse_bold not in text:
                 assert prober is not None
-                stamp = m[1]
-                if stamp != pstamp:
-                    t = prober.probe_epoch(stamp)
-                    if t is not None:
-                        pstamp = lstamp = stamp
-                        loffset, pt = prober.offset, t
-                if stamp == pstamp:
-                    # A health check or similar: the store only counts it, so no event is built.
-                    probes += 1
-                    probe_line = n
-                    if pt > last_t:
-                        last_t = pt
-                    continue
+                if refuse_esc not in text:
+                    m = probe(text)
+                    stamp = m[1] if m is not None else None
+                else:
+                    stamp = prober.probe_colored(text)  # gin's colours on a terminal
+                if stamp is not None:
+                    if stamp != pstamp:
+                        t = prober.probe_epoch(stamp)
+                        if t is not None:
+                            pstamp = lstamp = stamp
+                            loffset, pt = prober.offset, t
+                    if stamp == pstamp:
+                        # A health check or similar: the store only counts it, so no event is built.
+                        probes += 1
+                        probe_line = n
+                        if pt > last_t:
+                            last_t = pt
+                        continue
             pstamp = None
             st = strip_envelope(text)
             if not st.text:

@@ -19,7 +19,7 @@ GIN_RE = re.compile(
     r'([A-Z]+)\s+"([^"\\]*(?:\\.[^"\\]*)*)"'
 )
 # A successful access line that is not inference (health checks, `/api/tags`, `/api/ps`…), bare or inside a
-# `docker logs -t` or journald envelope: the lines a busy server writes most. Taken only where
+# `docker logs -t`, journald or compose envelope: the lines a busy server writes most. Taken only where
 # strip_envelope() and _gin() would certainly turn the line into exactly such an HttpAccess: no "*" (markdown
 # bold) and no ESC (ANSI colours) anywhere, no trailer, a well-formed quoted path. Those two characters, the
 # tag and POST are substring tests in front of the pattern (_PROBE_TAG, _PROBE_REFUSES): a scan in C is
@@ -31,10 +31,14 @@ _PROBE_REFUSES = ("| POST ", "*", "\x1b")
 _PROBE_RE = re.compile(
     r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z "
     r"|(?![\[{\s]|time=|\d...-..-)[^ ]+(?: +\d{1,2})? +\d\d:\d\d:\d\d(?:\.\d+)? +(?:[^ ]+ +)?"
-    r"[^ \[]+\[\d+\]: ?)?"
+    r"[^ \[]+\[\d+\]: ?"
+    # docker compose's service column; strip_envelope() reads a date-like first word as a date instead
+    r"|(?!\d...-..-)[A-Za-z0-9][\w.\-]*+ +\| )?"
     r'\[GIN\] ([^|]{21}) \| [123]\d\d \|[^|]*+\|[^|]*+\| (?!POST )[A-Z]++ ++"[^"\\|]*+"\Z',
     re.ASCII,
 )
+# gin's colours on a terminal (`|\x1b[97;42m 200 \x1b[0m|`): SGR sequences, which strip_envelope() removes first.
+_COLOR_RE = re.compile(r"\x1b\[[0-9;]*m")
 # GIN's layout exactly: one space around each bar, the latency and client columns padded on the left, the
 # method on the right, a path without quote or backslash ending the line. Each group is what _gin_split()
 # would take from such a line (no group can hold whitespace that strip() would remove).
@@ -71,15 +75,30 @@ class GinReader:
     """For a consumer that only counts successful non-inference requests (the dashboard keeps none of them):
     a line that holds ok_probe_tag, none of ok_probe_refuses, and that this pattern matches (whole, with its
     envelope) is one such access line, and `parse()` would give one HttpAccess at probe_epoch(group 1) unless
-    that is None. The consumer then skips its events."""
+    that is None. The consumer then skips its events. A line refused only for its ESC may still be one:
+    probe_colored() says."""
 
     def ok_probe(self, raw: str) -> datetime | None:
         """The time of `raw` (a whole physical line) when it is a successful access line that is not
         inference, as `parse()` would give it; None for any other line."""
-        if _PROBE_TAG not in raw or any(refused in raw for refused in _PROBE_REFUSES):
+        if _PROBE_TAG not in raw or "| POST " in raw or "*" in raw:
             return None
-        m = _PROBE_RE.match(raw)
-        return self._gin_time(m[1]) if m is not None else None
+        if "\x1b" in raw:
+            stamp = self.probe_colored(raw)
+        else:
+            m = _PROBE_RE.match(raw)
+            stamp = m[1] if m is not None else None
+        return self._gin_time(stamp) if stamp is not None else None
+
+    def probe_colored(self, raw: str) -> str | None:
+        """ok_probe_re's stamp for a line with escape sequences (the ESC refusal): taken when they are all
+        colours (what strip_envelope() removes first then leaves exactly the uncoloured line) and the
+        uncoloured line is a health check."""
+        plain = _COLOR_RE.sub("", raw)
+        if "\x1b" in plain:
+            return None
+        m = _PROBE_RE.match(plain)
+        return m[1] if m is not None else None
 
     def probe_epoch(self, stamp: str) -> float | None:
         """`epoch()` of the time `_gin_time(stamp)` gives at the current offset, without building it for every

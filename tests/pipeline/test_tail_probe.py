@@ -100,7 +100,7 @@ LINES = st.one_of(
     st.builds(lambda m, s, env: env + PROBE.format(m=m, s=s),
               st.sampled_from(["34", "35", "59"]), st.sampled_from(["00", "14", "59", "61", "7x"]),
               st.sampled_from(["", "2025-02-20T16:34:14.172587575Z ", "Feb 20 16:34:14 host ollama[123]: ",
-                               "ollama-1  | ", "\x1b[0m"])),
+                               "ollama-1  | ", "2025-02-20  | ", "\x1b[0m"])),
     st.sampled_from([
         'time=2025-02-20T16:34:15.000+01:00 level=INFO source=x.go:1 msg="hello"',
         'time=2025-02-20T16:34:15.000-04:00 level=INFO source=x.go:1 msg="hello"',
@@ -112,6 +112,9 @@ LINES = st.one_of(
         # An escape sequence whose final byte is a bar: the full path removes it and reads no access line.
         '[GIN] 2025/02/20 - 16:34:14 | 200 |       1.5s \x1b[|       127.0.0.1 | GET      "/api/tags"',
         '[GIN] 2025/02/20 - 16:34:14 | 200 |     **1.5s** |       127.0.0.1 | GET      "/api/tags"',
+        '[GIN] 2025/02/20 - 16:34:15 |\x1b[97;42m 200 \x1b[0m|      43.47µs |       127.0.0.1 |\x1b[97;45m HEAD    \x1b[0m "/"',
+        'ollama-1  | [GIN] 2025/02/20 - 16:34:15 |\x1b[97;42m 200 \x1b[0m|  1.5s |  127.0.0.1 |\x1b[97;46m POST    \x1b[0m "/"',
+        '[GIN] 2025/02/20 - 16:34:15 |\x1b[97;42m 200 \x1b[0m|  1.5s |  127.0.0.1 |\x1b]0;title\x07 GET "/"',
         "",
     ]),
 )

@@ -110,7 +110,7 @@ def _speed(text: str) -> float:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    tune_gc(raise_threshold=args.command in ("analyze", "proxy"))  # not the dashboard: see ietop/runtime.py
+    tune_gc(raise_threshold=args.command in ("analyze", "proxy"))  # the dashboard less: see ietop/runtime.py
     try:
         if args.command == "analyze":
             return _analyze(args)

@@ -267,7 +267,8 @@ class HttpAccess(Event):
 class AccessCount(Event):
     """``count`` successful non-inference access lines (health checks, `/api/tags`…) that a consumer which
     keeps no such request asked to have counted instead of parsed one by one; ``line`` and ``ts`` are the
-    last one's. Never produced by ``parse()``: only by a feed that asked the parser's ``ok_probe``."""
+    last one's. Never produced by ``parse()``: only by a feed that took the parser's health-check shortcut
+    (``ok_probe_re``, see parsers.ollama_gin)."""
 
     count: int
 

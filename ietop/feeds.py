@@ -207,7 +207,8 @@ class Prober(Protocol):
     """A parser that can recognise a successful non-inference access line by one regex (OllamaParser)."""
 
     ok_probe_tag: str
-    ok_probe_refuses: tuple[str, str, str]
+    ok_probe_refuses: tuple[str, str]
+    ok_probe_esc: str
     ok_probe_re: re.Pattern[str]
     offset: timedelta | None
 
@@ -246,8 +247,9 @@ class TailParse:
         n = self.n
         prober = self.prober
         probe = prober.ok_probe_re.match if prober is not None else None
-        tag, refuse_post, refuse_bold, refuse_esc = (
-            (prober.ok_probe_tag, *prober.ok_probe_refuses) if prober is not None else ("", "", "", ""))
+        tag, refuse_post, refuse_bold, esc = (
+            (prober.ok_probe_tag, *prober.ok_probe_refuses, prober.ok_probe_esc) if prober is not None
+            else ("", "", "", ""))
         probes = probe_line = 0
         # `pstamp`: the stamp whose epoch `pt` is; None again after any line that took the full path (it may
         # have taught the parser another offset). `lstamp`, `loffset`: the last stamp read and its offset,
@@ -258,7 +260,7 @@ class TailParse:
             n += 1
             if probe is not None and tag in text and refuse_post not in text and refuse_bold not in text:
                 assert prober is not None
-                if refuse_esc not in text:
+                if esc not in text:
                     m = probe(text)
                     stamp = m[1] if m is not None else None
                 else:

@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone, tzinfo
 
+from parsers.memo import remember
+
 # slog text handler: time=… level=… source=file.go:N msg=… attrs…  (source is absent in a few builds)
 SLOG_RE = re.compile(
     r'time=(?P<time>\S+) level=(?P<level>[A-Z]+(?:[+-]\d+)?)(?: source=(?P<source>\S+))? '
@@ -49,16 +51,12 @@ def parse_attrs(attrs: str) -> Mapping[str, str]:
         found = {
             (unquote(k) if k[0] == '"' else k): (unquote(v) if v[:1] == '"' else v) for k, v in _ATTR_RE.findall(attrs)
         }
-        if len(attrs) <= _ATTRS_SEEN_LEN:  # not a server config or a prompt: the memo stays within ~1 MB
-            if len(_ATTRS_SEEN) >= _ATTRS_SEEN_MAX:
-                _ATTRS_SEEN.clear()
-            _ATTRS_SEEN[attrs] = found
+        remember(_ATTRS_SEEN, attrs, found, max_entries=_ATTRS_SEEN_MAX)  # within ~1 MB
     return found
 
 
 _ATTRS_SEEN: dict[str, dict[str, str]] = {}
 _ATTRS_SEEN_MAX = 1024
-_ATTRS_SEEN_LEN = 1024
 
 
 def parse_go_duration(text: str) -> float | None:

@@ -36,6 +36,7 @@ from parsers.gofmt import (
     with_offset,
     zone,
 )
+from parsers.memo import remember
 from parsers.ollama_gin import _SECONDS, GinReader
 from parsers.ollama_msgs import env_map, slog_events
 
@@ -91,8 +92,10 @@ class OllamaParser(GinReader):
         self._minute_base = datetime.min  # noqa: DTZ901 - a placeholder: read only once _minute_key is set
         self._offset_zone: str | None = None
         """The zone text (`-04:00`, `Z`) of the slog time the offset was learned from, if it had slog's layout."""
-        self._slog_seen: dict[str, tuple[tuple[tuple[type[Event], tuple[Any, ...]], ...], tuple[str, ...]]] = {}
-        self._raw_seen: dict[str, tuple[tuple[type[Event], tuple[Any, ...]], ...]] = {}
+        # Memos (parsers.memo): the meaning of an slog line after its time (with the eras it shows), and of a
+        # raw runner line.
+        self._slog_seen: dict[str, tuple[Meaning, tuple[str, ...]]] = {}
+        self._raw_seen: dict[str, Meaning] = {}
 
     @property
     def era(self) -> str | None:
@@ -152,11 +155,7 @@ class OllamaParser(GinReader):
         if (m := _LISTEN_RE.search(text)) is not None:
             return self._listening(line, env_ts, m)
         events = llamacpp.parse_raw_line(text, line, env_ts)
-        if len(text) <= _SLOG_SEEN_LEN:
-            if len(self._raw_seen) >= _SLOG_SEEN_MAX:
-                self._raw_seen.clear()
-            self._raw_seen[text] = (
-                _RAW_UNPARSED if events is None else tuple((type(ev), _fields_after_time(ev)) for ev in events))
+        remember(self._raw_seen, text, _RAW_UNPARSED if events is None else _meaning(events))
         return events
 
     def _slog(self, line: int, text: str) -> list[Event] | None:
@@ -188,11 +187,8 @@ class OllamaParser(GinReader):
         self.era_evidence.update(eras)
         if not events and level == "ERROR":
             events = [ErrorEvent(line, ts, "other", msg[:500])]
-        if rest and len(rest) <= _SLOG_SEEN_LEN and m.start("time") == 5 and m.end("time") == j:
-            if len(self._slog_seen) >= _SLOG_SEEN_MAX:
-                self._slog_seen.clear()
-            # What the line says beyond its number and time: each event's class and other fields.
-            self._slog_seen[rest] = (tuple((type(ev), _fields_after_time(ev)) for ev in events), tuple(eras))
+        if rest and m.start("time") == 5 and m.end("time") == j:
+            remember(self._slog_seen, rest, (_meaning(events), tuple(eras)))
         return events
 
     def _slog_time(self, time_text: str) -> datetime | None:
@@ -244,12 +240,10 @@ class OllamaParser(GinReader):
 
 _MILLIS = {f".{ms:03d}": timedelta(milliseconds=ms) for ms in range(1000)}
 """slog's milliseconds field (`.347`) as the time it adds to its second."""
-_SLOG_SEEN_MAX = 2048
-"""Distinct slog lines (after their time), and raw runner lines, whose meaning a parser remembers."""
-_RAW_UNPARSED: tuple[tuple[type[Event], tuple[Any, ...]], ...] = ((Unparsed, ()),)
+Meaning = tuple[tuple[type[Event], tuple[Any, ...]], ...]
+"""What a remembered line says beyond its number and time: each event's class and its other fields."""
+_RAW_UNPARSED: Meaning = ((Unparsed, ()),)
 """Remembered for a raw line that parse_raw_line() did not recognise (compared by identity)."""
-_SLOG_SEEN_LEN = 1024
-"""Longer lines (a server config, a logged prompt) are not remembered: the memo stays within ~2 MB."""
 _FIELD_GETTERS: dict[type[Event], Callable[[Event], tuple[Any, ...]]] = {}
 
 
@@ -263,6 +257,10 @@ def _fields_after_time(event: Event) -> tuple[Any, ...]:
         getter = attrgetter(*names) if names else (lambda _event: ())
         get = _FIELD_GETTERS[type(event)] = getter if len(names) != 1 else (lambda ev: (getter(ev),))
     return get(event)
+
+
+def _meaning(events: list[Event]) -> Meaning:
+    return tuple((type(ev), _fields_after_time(ev)) for ev in events)
 
 
 def _slog_zone(time_text: str) -> str | None:

@@ -22,12 +22,14 @@ GIN_RE = re.compile(
 # `docker logs -t`, journald or compose envelope: the lines a busy server writes most. Taken only where
 # strip_envelope() and _gin() would certainly turn the line into exactly such an HttpAccess: no "*" (markdown
 # bold) and no ESC (ANSI colours) anywhere, no trailer, a well-formed quoted path. Those two characters, the
-# tag and POST are substring tests in front of the pattern (_PROBE_TAG, _PROBE_REFUSES): a scan in C is
-# cheaper than the pattern finding them, and with "*" and ESC out of its classes the pattern itself runs a
-# quarter faster. Group 1 is GIN's 21-character stamp, which probe_epoch() still has to accept as a date. The
-# envelope alternatives are those strip_envelope() takes off such a line in one step (docker -t, journald).
+# tag and POST are substring tests in front of the pattern (_PROBE_TAG, _PROBE_REFUSES, _PROBE_ESC): a scan
+# in C is cheaper than the pattern finding them, and with "*" and ESC out of its classes the pattern itself
+# runs a quarter faster. A line with ESC goes to probe_colored() instead. Group 1 is GIN's 21-character
+# stamp, which probe_epoch() still has to accept as a date. The envelope alternatives are those
+# strip_envelope() takes off such a line in one step (docker -t, journald, compose).
 _PROBE_TAG = "[GIN] "
-_PROBE_REFUSES = ("| POST ", "*", "\x1b")
+_PROBE_REFUSES = ("| POST ", "*")
+_PROBE_ESC = "\x1b"
 _PROBE_RE = re.compile(
     r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z "
     r"|(?![\[{\s]|time=|\d...-..-)[^ ]+(?: +\d{1,2})? +\d\d:\d\d:\d\d(?:\.\d+)? +(?:[^ ]+ +)?"
@@ -71,31 +73,32 @@ class GinReader:
 
     ok_probe_tag = _PROBE_TAG
     ok_probe_refuses = _PROBE_REFUSES
+    ok_probe_esc = _PROBE_ESC
     ok_probe_re = _PROBE_RE
     """For a consumer that only counts successful non-inference requests (the dashboard keeps none of them):
     a line that holds ok_probe_tag, none of ok_probe_refuses, and that this pattern matches (whole, with its
     envelope) is one such access line, and `parse()` would give one HttpAccess at probe_epoch(group 1) unless
-    that is None. The consumer then skips its events. A line refused only for its ESC may still be one:
-    probe_colored() says."""
+    that is None. The consumer then skips its events. A line that also holds ok_probe_esc goes to
+    probe_colored() instead of the pattern."""
 
     def ok_probe(self, raw: str) -> datetime | None:
         """The time of `raw` (a whole physical line) when it is a successful access line that is not
         inference, as `parse()` would give it; None for any other line."""
-        if _PROBE_TAG not in raw or "| POST " in raw or "*" in raw:
+        if _PROBE_TAG not in raw or any(refused in raw for refused in _PROBE_REFUSES):
             return None
-        if "\x1b" in raw:
+        if _PROBE_ESC in raw:
             stamp = self.probe_colored(raw)
         else:
             m = _PROBE_RE.match(raw)
             stamp = m[1] if m is not None else None
-        return self._gin_time(stamp) if stamp is not None else None
+        return self._gin_time(stamp, self.offset) if stamp is not None else None
 
     def probe_colored(self, raw: str) -> str | None:
-        """ok_probe_re's stamp for a line with escape sequences (the ESC refusal): taken when they are all
+        """ok_probe_re's stamp for a line with escape sequences (ok_probe_esc): taken when they are all
         colours (what strip_envelope() removes first then leaves exactly the uncoloured line) and the
         uncoloured line is a health check."""
         plain = _COLOR_RE.sub("", raw)
-        if "\x1b" in plain:
+        if _PROBE_ESC in plain:
             return None
         m = _PROBE_RE.match(plain)
         return m[1] if m is not None else None
@@ -106,7 +109,7 @@ class GinReader:
         minute, second = stamp[:18], _SECOND_FLOATS.get(stamp[18:])
         if minute == self._probe_minute and self.offset == self._probe_offset and second is not None:
             return self._probe_base + second
-        ts = self._gin_time(stamp)
+        ts = self._gin_time(stamp, self.offset)
         if ts is None:
             return None
         t = epoch(ts)
@@ -117,17 +120,16 @@ class GinReader:
 
     def probe_time(self, stamp: str, offset: timedelta | None) -> datetime | None:
         """The time of a probed stamp under the offset that held when it was read."""
-        saved, self.offset = self.offset, offset
-        try:
-            return self._gin_time(stamp)
-        finally:
-            self.offset = saved
+        return self._gin_time(stamp, offset)
 
-    def _gin_time(self, stamp: str) -> datetime | None:
-        """GIN's `2024/05/02 - 12:33:06` as a time (kept for the following lines of the same second);
-        None when it is not a valid date."""
+    def _gin_time(self, stamp: str, offset: timedelta | None) -> datetime | None:
+        """GIN's `2024/05/02 - 12:33:06` as a time under `offset` (the parser's, or a probe's), None when it is
+        not a valid date. Access lines arrive many per second: the last stamp's time is returned again, and
+        another second of its minute is one addition."""
+        if stamp == self._gin_stamp and offset == self._gin_offset:
+            return self._gin_ts
         minute, seconds = stamp[:18], _SECONDS.get(stamp[18:])
-        if minute == self._gin_minute and self.offset == self._gin_minute_offset and seconds is not None:
+        if minute == self._gin_minute and offset == self._gin_minute_offset and seconds is not None:
             # Another second of the same minute: one addition instead of a parse and a new aware time.
             ts = self._gin_minute_ts + seconds
         else:
@@ -139,25 +141,22 @@ class GinReader:
             if naive.tzinfo is not None:
                 return None  # not GIN's clock: let the full path decide
             # Naive until an slog line teaches us the offset of this machine's clock.
-            ts = with_offset(naive, self.offset)
+            ts = with_offset(naive, offset)
             if seconds is not None:
-                self._gin_minute, self._gin_minute_ts, self._gin_minute_offset = minute, ts - seconds, self.offset
-        self._gin_ts = ts
-        self._gin_stamp = stamp
-        self._gin_offset = self.offset
+                self._gin_minute, self._gin_minute_ts, self._gin_minute_offset = minute, ts - seconds, offset
+        self._gin_ts, self._gin_stamp, self._gin_offset = ts, stamp, offset
         return ts
 
     def _gin(self, line: int, text: str) -> list[Event] | None:
         # The hot path of every Ollama log. GIN's own layout (one space around each bar, padded columns, a
-        # plain quoted path at the end) in one C call; anything else takes the split below. The timestamp
-        # of the previous line is reused (access lines arrive many per second).
+        # plain quoted path at the end) in one C call; anything else takes the split below.
         m = _GIN_PLAIN_RE.match(text)
         if m is None:
             return self._gin_split(line, text)
         stamp, status_text, latency_raw, client, method, path = m.groups()
-        if (stamp != self._gin_stamp or self.offset != self._gin_offset) and self._gin_time(stamp) is None:
+        if (ts := self._gin_time(stamp, self.offset)) is None:
             return self._gin_slow(line, text)
-        return [HttpAccess(line, self._gin_ts, int(status_text), parse_go_duration(latency_raw), latency_raw,
+        return [HttpAccess(line, ts, int(status_text), parse_go_duration(latency_raw), latency_raw,
                            client or None, method, path)]
 
     def _gin_split(self, line: int, text: str) -> list[Event] | None:
@@ -172,14 +171,14 @@ class GinReader:
         status_ok = status_text.isascii() and status_text.isdigit()
         if not (status_ok and len(quoted) >= 2 and quoted[0] == '"' and quoted[-1] == '"'):
             return self._gin_slow(line, text)
-        if (stamp != self._gin_stamp or self.offset != self._gin_offset) and self._gin_time(stamp) is None:
+        if (ts := self._gin_time(stamp, self.offset)) is None:
             return self._gin_slow(line, text)
         path = quoted[1:-1]
         if "\\" in path:
             path = unquote(quoted)
         latency_raw = parts[2].strip()
         client = parts[3].strip() or None
-        return [HttpAccess(line, self._gin_ts, int(status_text), parse_go_duration(latency_raw), latency_raw,
+        return [HttpAccess(line, ts, int(status_text), parse_go_duration(latency_raw), latency_raw,
                            client, method, path)]
 
     def _gin_slow(self, line: int, text: str) -> list[Event] | None:

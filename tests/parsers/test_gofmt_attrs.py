@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from parsers import gofmt
 from parsers.gofmt import parse_attrs, unquote
+from parsers.memo import MAX_KEY_LEN
 
 
 def obvious_attrs(attrs: str) -> dict[str, str]:
@@ -29,6 +30,6 @@ def test_memory_is_bounded() -> None:
 
 
 def test_long_texts_are_not_remembered() -> None:
-    long = "prompt=" + "x" * (gofmt._ATTRS_SEEN_LEN + 10)
-    assert parse_attrs(long) == {"prompt": "x" * (gofmt._ATTRS_SEEN_LEN + 10)}
+    long = "prompt=" + "x" * (MAX_KEY_LEN + 10)
+    assert parse_attrs(long) == {"prompt": "x" * (MAX_KEY_LEN + 10)}
     assert long not in gofmt._ATTRS_SEEN

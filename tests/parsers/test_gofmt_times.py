@@ -89,7 +89,7 @@ def test_gin_time_is_the_obvious_parse(steps: list[tuple[str, int | None]], rnd:
         # runs of stamps in one minute, as a log has them, exercise the reuse
         for s in (stamp, stamp[:19] + f"{rnd.randrange(60):02d}" if len(stamp) == 21 else stamp):
             parser.offset = None if minutes is None else timedelta(minutes=minutes)
-            got = parser._gin_time(s)
+            got = parser._gin_time(s, parser.offset)
             want = obvious_gin_time(s, parser.offset)
             assert got == want, (s, got, want)
             if got is not None and want is not None:
@@ -160,6 +160,6 @@ def test_gin_minute_is_not_reused_under_another_offset() -> None:
     for stamp, offset in [("2000/01/01 - 00:00:00", None), ("2000/01/01 - 00:00.00", timedelta(0)),
                           ("2000/01/01 - 00:00:00", timedelta(0))]:
         parser.offset = offset
-        got = parser._gin_time(stamp)
+        got = parser._gin_time(stamp, offset)
         want = obvious_gin_time(stamp, offset)
         assert got == want and (got is None or want is None or got.tzinfo == want.tzinfo), (stamp, got, want)

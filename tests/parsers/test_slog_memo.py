@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parsers.envelope import strip_envelope
+from parsers.memo import MAX_KEY_LEN
 from parsers.ollama import OllamaParser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,15 +86,13 @@ def test_repeated_rests_with_any_time(lines: list[tuple[str, str]]) -> None:
 
 
 def test_long_lines_are_not_remembered() -> None:
-    from parsers import ollama
-
     parser = OllamaParser()
     big = 'time=2024-12-06T10:00:01.123Z level=INFO source=x.go:1 msg="prompt" text="' + "y" * 5000 + '"'
     parser.parse(1, big)
     assert parser._slog_seen == {}
     small = 'time=2024-12-06T10:00:01.123Z level=DEBUG source=sched.go:1 msg="evaluating already loaded model" model=m'
     parser.parse(2, small)
-    assert len(parser._slog_seen) == 1 and all(len(k) <= ollama._SLOG_SEEN_LEN for k in parser._slog_seen)
+    assert len(parser._slog_seen) == 1 and all(len(k) <= MAX_KEY_LEN for k in parser._slog_seen)
 
 
 _RAW = st.sampled_from([

@@ -117,8 +117,12 @@ class HintEngine:
 
     def observe(self, kind: str, record: Any) -> None:
         s = self.seen
-        if kind == "request" and record.inference:
-            s.requests.append(record)
+        if kind == "request":
+            if record.inference:
+                s.requests.append(record)
+            if record.truncated:
+                # Every truncated request, as since() counts them (truncation is of inference prompts).
+                s.truncated_ok += record.status < 400
         elif kind == "load":
             s.loads.append(record)
         elif kind == "unload":
@@ -129,8 +133,6 @@ class HintEngine:
             if s.largest_truncation is None or (record.data.get("prompt") or 0) > (
                     s.largest_truncation.data.get("prompt") or 0):
                 s.largest_truncation = record
-        elif kind == "request" and record.truncated:
-            s.truncated_ok += record.status < 400
         elif kind == "error":
             bucket = s.errors.setdefault(record.data["kind"], [])
             if len(bucket) < EVIDENCE_MAX:

@@ -251,11 +251,11 @@ class TailParse:
             (prober.ok_probe_tag, *prober.ok_probe_refuses, prober.ok_probe_esc) if prober is not None
             else ("", "", "", ""))
         probes = probe_line = 0
-        # `pstamp`: the stamp whose epoch `pt` is; None again after any line that took the full path (it may
-        # have taught the parser another offset). `lstamp`, `loffset`: the last stamp read and its offset,
-        # which are the last probe's (every probe after a full-path line reads its stamp again).
+        # `pstamp`: the last probe's stamp, `poffset` the parser's offset it was read under and `pt` its epoch.
+        # A probe with that stamp reuses `pt` while the offset is still that object: a full-path line that
+        # teaches the parser another offset replaces the object (an equal new one only costs a re-read).
         pstamp: str | None = None
-        lstamp, loffset, pt = "", None, 0.0
+        poffset, pt = None, 0.0
         for text, given_ts in zip(texts, repeat(None) if given is None else given, strict=False):
             n += 1
             if probe is not None and tag in text and refuse_post not in text and refuse_bold not in text:
@@ -266,19 +266,19 @@ class TailParse:
                 else:
                     stamp = prober.probe_colored(text)  # gin's colours on a terminal
                 if stamp is not None:
-                    if stamp != pstamp:
+                    if stamp != pstamp or prober.offset is not poffset:
                         t = prober.probe_epoch(stamp)
-                        if t is not None:
-                            pstamp = lstamp = stamp
-                            loffset, pt = prober.offset, t
-                    if stamp == pstamp:
+                        if t is None:
+                            stamp = None
+                        else:
+                            pstamp, poffset, pt = stamp, prober.offset, t
+                    if stamp is not None:
                         # A health check or similar: the store only counts it, so no event is built.
                         probes += 1
                         probe_line = n
                         if pt > last_t:
                             last_t = pt
                         continue
-            pstamp = None
             st = strip_envelope(text)
             if not st.text:
                 continue
@@ -295,7 +295,8 @@ class TailParse:
                 items.append((src, last_t, event))
         if probes:
             assert prober is not None
-            items.append((src, last_t, AccessCount(probe_line, prober.probe_time(lstamp, loffset), probes)))
+            assert pstamp is not None
+            items.append((src, last_t, AccessCount(probe_line, prober.probe_time(pstamp, poffset), probes)))
         self.n, self._last_ts, self._last_t = n, last_ts, last_t
         return items
 

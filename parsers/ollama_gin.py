@@ -43,11 +43,15 @@ _PROBE_RE = re.compile(
 _COLOR_RE = re.compile(r"\x1b\[[0-9;]*m")
 # GIN's layout exactly: one space around each bar, the latency and client columns padded on the left, the
 # method on the right, a path without quote or backslash ending the line. Each group is what _gin_split()
-# would take from such a line (no group can hold whitespace that strip() would remove).
+# would take from such a line (no group can hold whitespace that strip() would remove). A latency of one
+# unit (nearly all) also comes as its number and unit, which parse_go_duration() would multiply the same way.
 _GIN_PLAIN_RE = re.compile(
-    r'\[GIN\] ([^|]{21}) \| (\d{3}) \| *([!-{}~\xb5\u03bc]+) \| *([!-{}~]*) \| ([A-Z]+) +"([^"\\]*)"\Z',
+    r'\[GIN\] ([^|]{21}) \| (\d{3}) \| *((\d+(?:\.\d+)?)(s|ms|\xb5s|\u03bcs|us|ns)|[!-{}~\xb5\u03bc]+) \| *'
+    r'([!-{}~]*) \| ([A-Z]+) +"([^"\\]*)"\Z',
     re.ASCII,
 )
+_UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "\xb5s": 1e-6, "\u03bcs": 1e-6, "us": 1e-6, "ns": 1e-9}
+_STATUS = {str(code): code for code in range(100, 600)}
 _SECONDS = {f":{s:02d}": timedelta(seconds=s) for s in range(60)}
 """GIN's seconds field (`:06`) as the time it adds to its minute."""
 _SECOND_FLOATS = {text: delta.total_seconds() for text, delta in _SECONDS.items()}
@@ -153,10 +157,11 @@ class GinReader:
         m = _GIN_PLAIN_RE.match(text)
         if m is None:
             return self._gin_split(line, text)
-        stamp, status_text, latency_raw, client, method, path = m.groups()
+        stamp, status_text, latency_raw, number, unit, client, method, path = m.groups()
         if (ts := self._gin_time(stamp, self.offset)) is None:
             return self._gin_slow(line, text)
-        return [HttpAccess(line, ts, int(status_text), parse_go_duration(latency_raw), latency_raw,
+        latency = float(number) * _UNIT_SECONDS[unit] if number is not None else parse_go_duration(latency_raw)
+        return [HttpAccess(line, ts, _STATUS.get(status_text) or int(status_text), latency, latency_raw,
                            client or None, method, path)]
 
     def _gin_split(self, line: int, text: str) -> list[Event] | None:

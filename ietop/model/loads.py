@@ -156,22 +156,23 @@ class LoadTracker:
         """Mark a finished request that waited for a load, and offer it as that load's trigger."""
         if not req.inference:
             return
+        # Every inference request walks the recent loads (up to MAX_RECENT): the request's fields once.
+        engine, t_start, t_end = req.engine, req.t_start, req.t_end
         for load in self._recent:
-            if load.t_end is None or load.engine != req.engine:
+            end = load.t_end
+            if end is None or load.engine != engine or not (t_start <= end + TOL_S and t_end + TOL_S >= end):
                 continue
-            begin = load.t_begin if load.begin_known else req.t_start
-            if not (req.t_start <= load.t_end + TOL_S and req.t_end + TOL_S >= load.t_end):
-                continue
-            if req.t_start < begin - 2 * TOL_S:
+            begin = load.t_begin if load.begin_known else t_start
+            if t_start < begin - 2 * TOL_S:
                 continue  # was running before the episode began: another model's request
-            gap = abs(req.t_start - begin)
-            waited = max(0.0, load.t_end - max(req.t_start, begin))
+            gap = abs(t_start - begin)
+            waited = max(0.0, end - max(t_start, begin))
             if load.status == "ok":
                 req.cold_load = True
                 req.load_s = round(waited, 3)
                 if req.model is None:
                     req.model = load.model
-            if gap < load.trigger_gap and req.t_start <= begin + TOL_S:
+            if gap < load.trigger_gap and t_start <= begin + TOL_S:
                 if load.trigger is not None:
                     load.waiters += 1
                 load.trigger = req

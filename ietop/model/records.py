@@ -32,7 +32,8 @@ INFERENCE_PATHS = frozenset(
 
 def is_inference(method: str, path: str) -> bool:
     """Inference traffic, as opposed to probes and management calls (`HEAD /`, `/api/tags`, …)."""
-    return method == "POST" and path.split("?", 1)[0] in INFERENCE_PATHS
+    # The bare path first: a query string is rare, and split() built a list for every request.
+    return method == "POST" and (path in INFERENCE_PATHS or ("?" in path and path.split("?", 1)[0] in INFERENCE_PATHS))
 
 
 # Not frozen: a frozen dataclass sets each field through object.__setattr__ (0.54 against 0.20 us on the

@@ -11,10 +11,9 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from itertools import repeat
 from typing import Any, Protocol, cast
 
 from ietop.model.store import Store
@@ -210,6 +209,7 @@ class Prober(Protocol):
     ok_probe_refuses: tuple[str, str]
     ok_probe_esc: str
     ok_probe_re: re.Pattern[str]
+    ok_probe_seconds: dict[str, float]
     offset: timedelta | None
 
     def probe_colored(self, raw: str) -> str | None: ...
@@ -237,7 +237,7 @@ class TailParse:
         self.prober: Prober | None = (
             cast(Prober, self.parser) if hasattr(self.parser, "ok_probe_re") and store.counts_ok_probes else None)
 
-    def parse(self, texts: Iterable[str], given: Iterable[datetime | None] | None = None) -> list[Item]:
+    def parse(self, texts: Iterable[str], given: Sequence[datetime | None] | None = None) -> list[Item]:
         """Raw lines → items. `given`: for each line, a time the transport gave (journald's) or None."""
         items: list[Item] = []
         parser, src = self.parser, self.src
@@ -250,13 +250,17 @@ class TailParse:
         tag, refuse_post, refuse_bold, esc = (
             (prober.ok_probe_tag, *prober.ok_probe_refuses, prober.ok_probe_esc) if prober is not None
             else ("", "", "", ""))
+        seconds = prober.ok_probe_seconds if prober is not None else {}
         probes = probe_line = 0
-        # `pstamp`: the last probe's stamp, `poffset` the parser's offset it was read under and `pt` its epoch.
-        # A probe with that stamp reuses `pt` while the offset is still that object: a full-path line that
-        # teaches the parser another offset replaces the object (an equal new one only costs a re-read).
+        # `pstamp`: the last probe's stamp, `poffset` the parser's offset it was read under and `pt` its epoch;
+        # `pminute`, `pbase`: the minute of the last stamp read in full and its epoch. A probe reuses them
+        # while the offset is still that object: a full-path line that teaches the parser another offset
+        # replaces the object (an equal new one only costs a re-read). Whole seconds since the epoch are
+        # exact in a float, so base + seconds is what probe_epoch() gives for that second.
         pstamp: str | None = None
-        poffset, pt = None, 0.0
-        for text, given_ts in zip(texts, repeat(None) if given is None else given, strict=False):
+        pminute, poffset, pt, pbase = "", None, 0.0, 0.0
+        first = n
+        for text in texts:
             n += 1
             if probe is not None and tag in text and refuse_post not in text and refuse_bold not in text:
                 assert prober is not None
@@ -265,24 +269,29 @@ class TailParse:
                     stamp = m[1] if m is not None else None
                 else:
                     stamp = prober.probe_colored(text)  # gin's colours on a terminal
-                if stamp is not None:
-                    if stamp != pstamp or prober.offset is not poffset:
+                if stamp is not None and (stamp != pstamp or prober.offset is not poffset):
+                    second = seconds.get(stamp[18:])
+                    if second is not None and stamp[:18] == pminute and prober.offset is poffset:
+                        pstamp, pt = stamp, pbase + second
+                    else:
                         t = prober.probe_epoch(stamp)
                         if t is None:
                             stamp = None
                         else:
                             pstamp, poffset, pt = stamp, prober.offset, t
-                    if stamp is not None:
-                        # A health check or similar: the store only counts it, so no event is built.
-                        probes += 1
-                        probe_line = n
-                        if pt > last_t:
-                            last_t = pt
-                        continue
+                            if second is not None:
+                                pminute, pbase = stamp[:18], t - second
+                if stamp is not None:
+                    # A health check or similar: the store only counts it, so no event is built.
+                    probes += 1
+                    probe_line = n
+                    if pt > last_t:
+                        last_t = pt
+                    continue
             st = strip_envelope(text)
             if not st.text:
                 continue
-            events = parser.parse(n, st.text, st.ts or given_ts)
+            events = parser.parse(n, st.text, st.ts or (given[n - first - 1] if given is not None else None))
             if events:
                 ring[n % keep] = (n, text)  # Evidence.remember, inline
             for event in events:

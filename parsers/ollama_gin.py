@@ -31,11 +31,13 @@ _PROBE_TAG = "[GIN] "
 _PROBE_REFUSES = ("| POST ", "*")
 _PROBE_ESC = "\x1b"
 _PROBE_RE = re.compile(
-    r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z "
-    r"|(?![\[{\s]|time=|\d...-..-)[^ ]+(?: +\d{1,2})? +\d\d:\d\d:\d\d(?:\.\d+)? +(?:[^ ]+ +)?"
+    # No envelope first (a bare line, the commonest): trying the three envelopes on it cost a tenth.
+    r"(?:(?=\[GIN\] )"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z "
+    r"|(?![\[{\s]|time=|\d...-..-)[^ ]++(?: +\d{1,2})? +\d\d:\d\d:\d\d(?:\.\d+)? ++(?:[^ ]+ +)?"
     r"[^ \[]+\[\d+\]: ?"
     # docker compose's service column; strip_envelope() reads a date-like first word as a date instead
-    r"|(?!\d...-..-)[A-Za-z0-9][\w.\-]*+ +\| )?"
+    r"|(?!\d...-..-)[A-Za-z0-9][\w.\-]*+ +\| )"
     r'\[GIN\] ([^|]{21}) \| [123]\d\d \|[^|]*+\|[^|]*+\| (?!POST )[A-Z]++ ++"[^"\\|]*+"\Z',
     re.ASCII,
 )
@@ -71,14 +73,14 @@ class GinReader:
         self._gin_minute_offset: timedelta | None = None
         """The offset _gin_minute_ts was built under (not _gin_offset: a stamp read in full without a seconds
         field, `00:00.00`, moves that one and leaves the minute)."""
-        self._probe_minute = ""
-        self._probe_offset: timedelta | None = None
-        self._probe_base = 0.0
 
     ok_probe_tag = _PROBE_TAG
     ok_probe_refuses = _PROBE_REFUSES
     ok_probe_esc = _PROBE_ESC
     ok_probe_re = _PROBE_RE
+    ok_probe_seconds = _SECOND_FLOATS
+    """A probed stamp is its minute (the first 18 characters) and one of these keys, the seconds it adds: a
+    consumer may add them to the epoch of a stamp of the same minute read under the same offset."""
     """For a consumer that only counts successful non-inference requests (the dashboard keeps none of them):
     a line that holds ok_probe_tag, none of ok_probe_refuses, and that this pattern matches (whole, with its
     envelope) is one such access line, and `parse()` would give one HttpAccess at probe_epoch(group 1) unless
@@ -108,19 +110,10 @@ class GinReader:
         return m[1] if m is not None else None
 
     def probe_epoch(self, stamp: str) -> float | None:
-        """`epoch()` of the time `_gin_time(stamp)` gives at the current offset, without building it for every
-        second (the next second of the same minute is one addition); None when the stamp is not a date."""
-        minute, second = stamp[:18], _SECOND_FLOATS.get(stamp[18:])
-        if minute == self._probe_minute and self.offset == self._probe_offset and second is not None:
-            return self._probe_base + second
+        """`epoch()` of the time `_gin_time(stamp)` gives at the current offset; None when the stamp is not a
+        date."""
         ts = self._gin_time(stamp, self.offset)
-        if ts is None:
-            return None
-        t = epoch(ts)
-        if second is not None:
-            # Whole seconds since the epoch are exact in a float: base + second == epoch() of that second.
-            self._probe_minute, self._probe_offset, self._probe_base = minute, self.offset, t - second
-        return t
+        return epoch(ts) if ts is not None else None
 
     def probe_time(self, stamp: str, offset: timedelta | None) -> datetime | None:
         """The time of a probed stamp under the offset that held when it was read."""

@@ -19,6 +19,7 @@ Timestamp formats and samples: reference/ollama-formats.md section 2.1.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 from datetime import datetime
 from typing import NamedTuple, TypeAlias, cast
@@ -90,6 +91,10 @@ _LONGEST_LEVEL = max(map(len, _LEVEL_WORDS)) + 2  # room for stray padding
 
 # More stacked envelopes than this is not a real log; stop rather than loop.
 _MAX_STACK = 4
+
+# From 3.11 fromisoformat reads docker's stamp as it is ("Z", nine fraction digits cut to six, as
+# _timestamp() cuts them); 3.10 takes the general path.
+_ISO_Z = sys.version_info >= (3, 11)
 
 _Envelope: TypeAlias = "tuple[str, str, datetime | None]"
 
@@ -204,10 +209,36 @@ def strip_envelope(line: str) -> Stripped:
         return _new(Stripped, (line, "none", None))
     if first.isspace():
         return _BLANK if line.isspace() else _new(Stripped, (line, "none", None))
+    # The first docker -t, journald or compose envelope (the commonest) read here, without _one_envelope()'s
+    # calls, by the same tests and regexes; an inner line behind it (most often) ends the stack at once.
+    if "0" <= first <= "9" and len(line) >= 19 and line[4] == "-" and line[7] == "-":
+        if _ISO_Z and line[10] == "T" and (m := _DOCKER_TS.match(line)) is not None:
+            end = m.end()
+            try:
+                ts: datetime | None = datetime.fromisoformat(line[: end - 1] if line[end - 1] == " " else line[:end])
+            except ValueError:
+                ts = None
+            return _stack("docker_ts", line[end:], ts)
+    elif "]:" in line:
+        if (m := _JOURNALD.match(line)) is not None:
+            return _stack("journald", line[m.end() :], None)
+    elif "|" in line and (m := _COMPOSE.match(line)) is not None:
+        return _stack("compose", line[m.end() :], None)
+    return _envelopes(line)
+
+
+def _envelopes(line: str) -> Stripped:
+    """Any stack of envelopes around the line (cleaned, non-blank, not starting like an inner line)."""
     found = _one_envelope(line)
     if found is None:
         return _new(Stripped, (line, "none", None))
-    kind, line, ts = found
+    return _stack(*found)
+
+
+def _stack(kind: str, line: str, ts: datetime | None) -> Stripped:
+    """The envelopes under a first one of `kind` (`line`: what it held, `ts`: its time)."""
+    if line.startswith(_INNER_PREFIXES):
+        return _new(Stripped, (line, kind, ts))
     depth = 1
     while kind != "meta" and line and not line.startswith(_INNER_PREFIXES) and depth < _MAX_STACK:
         found = _one_envelope(line)

@@ -18,7 +18,7 @@ from typing import Any, Protocol, cast
 
 from ietop.model.store import Store
 from ietop.pipeline import FileInput, epoch, make_parser, merged_events, open_inputs
-from parsers.envelope import strip_envelope
+from parsers.envelope import strip_inner
 from parsers.events import AccessCount, Event
 
 Item = tuple[int, float, Event]
@@ -288,10 +288,10 @@ class TailParse:
                     if pt > last_t:
                         last_t = pt
                     continue
-            st = strip_envelope(text)
-            if not st.text:
+            inner, _kind, env_ts = strip_inner(text)
+            if not inner:
                 continue
-            events = parser.parse(n, st.text, st.ts or (given[n - first - 1] if given is not None else None))
+            events = parser.parse(n, inner, env_ts or (given[n - first - 1] if given is not None else None))
             if events:
                 ring[n % keep] = (n, text)  # Evidence.remember, inline
             for event in events:

@@ -19,7 +19,7 @@ from typing import Protocol
 from ietop.model.store import Store
 from ietop.sources.files import SourceError, read_chunks
 from parsers.detect import detect_engine
-from parsers.envelope import strip_envelope
+from parsers.envelope import strip_envelope, strip_inner
 from parsers.events import Event, Scrape
 from parsers.framing import split_lines, split_texts
 from parsers.gofmt import epoch
@@ -185,11 +185,10 @@ def file_events(inp: FileInput, remember: Callable[[int, int, str], None] | None
     n = 0
     for raw in chain.from_iterable(split_texts(read_chunks(inp.path))):
         n += 1
-        st = strip_envelope(raw)
-        text = st.text
+        text, _kind, env_ts = strip_inner(raw)
         if not text:
             continue
-        events = parser.parse(n, text, st.ts)
+        events = parser.parse(n, text, env_ts)
         if remember is not None and events:
             remember(src, n, raw)
         for event in events:

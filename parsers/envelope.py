@@ -24,7 +24,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import NamedTuple, TypeAlias, cast
 
-__all__ = ["Stripped", "strip_envelope"]
+__all__ = ["Inner", "Stripped", "strip_envelope", "strip_inner"]
 
 
 class Stripped(NamedTuple):
@@ -38,11 +38,14 @@ class Stripped(NamedTuple):
     """The outermost envelope timestamp that carries a full date (see strip_envelope)."""
 
 
-# NamedTuple's generated __new__ is a Python function; calling tuple.__new__ directly
-# builds the same object at a third of the cost on the hot path.
-_new = cast("Callable[[type[Stripped], tuple[str, str, datetime | None]], Stripped]", tuple.__new__)
+Inner: TypeAlias = "tuple[str, str, datetime | None]"
+"""strip_inner()'s answer: Stripped's fields (text, kind, ts) in a plain tuple."""
 
-_BLANK = Stripped("", "none", None)
+# NamedTuple's generated __new__ is a Python function; calling tuple.__new__ directly
+# builds the same object at a third of the cost.
+_new = cast("Callable[[type[Stripped], Inner], Stripped]", tuple.__new__)
+
+_BLANK: Inner = ("", "none", None)
 
 # Inner lines that can never start with an envelope: slog, GIN / "[GIN-debug]" /
 # llama.cpp "[...]" lines, JSON.
@@ -96,7 +99,6 @@ _MAX_STACK = 4
 # _timestamp() cuts them); 3.10 takes the general path.
 _ISO_Z = sys.version_info >= (3, 11)
 
-_Envelope: TypeAlias = "tuple[str, str, datetime | None]"
 
 
 def _timestamp(m: re.Match[str], zone: str | None) -> datetime | None:
@@ -134,7 +136,7 @@ def _strip_trailers(line: str) -> str:
             return line
 
 
-def _iso_envelope(line: str) -> _Envelope | None:
+def _iso_envelope(line: str) -> Inner | None:
     """Envelopes that start with an ISO-like date (line[4] and line[7] are "-")."""
     sep = line[10]
     if sep == "T":
@@ -158,7 +160,7 @@ def _iso_envelope(line: str) -> _Envelope | None:
     return None
 
 
-def _one_envelope(line: str) -> _Envelope | None:
+def _one_envelope(line: str) -> Inner | None:
     """Recognise the outermost envelope of a non-empty line, if any."""
     first = line[0]
     if first.isspace():
@@ -191,6 +193,12 @@ def strip_envelope(line: str) -> Stripped:
     "meta" with empty text, so callers neither parse nor count them. Blank lines come
     back as kind "none" with empty text. Never raises.
     """
+    return _new(Stripped, strip_inner(line))
+
+
+def strip_inner(line: str) -> Inner:
+    """strip_envelope()'s fields in a plain tuple: what the ingest loops read, once per line (building a
+    Stripped, even through tuple.__new__, cost as much as the common envelope checks themselves)."""
     # Each check below is a single C-level scan or index; the regexes behind them
     # run only on the rare lines that need them.
     if "\x1b" in line:
@@ -206,9 +214,9 @@ def strip_envelope(line: str) -> Stripped:
         line = _BOLD.sub(r"\1", line)
     first = line[0]
     if first == "[" or first == "{" or (first == "t" and line.startswith("time=")):
-        return _new(Stripped, (line, "none", None))
+        return (line, "none", None)
     if first.isspace():
-        return _BLANK if line.isspace() else _new(Stripped, (line, "none", None))
+        return _BLANK if line.isspace() else (line, "none", None)
     # The first docker -t, journald or compose envelope (the commonest) read here, without _one_envelope()'s
     # calls, by the same tests and regexes; an inner line behind it (most often) ends the stack at once.
     if "0" <= first <= "9" and len(line) >= 19 and line[4] == "-" and line[7] == "-":
@@ -227,18 +235,18 @@ def strip_envelope(line: str) -> Stripped:
     return _envelopes(line)
 
 
-def _envelopes(line: str) -> Stripped:
+def _envelopes(line: str) -> Inner:
     """Any stack of envelopes around the line (cleaned, non-blank, not starting like an inner line)."""
     found = _one_envelope(line)
     if found is None:
-        return _new(Stripped, (line, "none", None))
+        return (line, "none", None)
     return _stack(*found)
 
 
-def _stack(kind: str, line: str, ts: datetime | None) -> Stripped:
+def _stack(kind: str, line: str, ts: datetime | None) -> Inner:
     """The envelopes under a first one of `kind` (`line`: what it held, `ts`: its time)."""
     if line.startswith(_INNER_PREFIXES):
-        return _new(Stripped, (line, kind, ts))
+        return (line, kind, ts)
     depth = 1
     while kind != "meta" and line and not line.startswith(_INNER_PREFIXES) and depth < _MAX_STACK:
         found = _one_envelope(line)
@@ -251,4 +259,4 @@ def _stack(kind: str, line: str, ts: datetime | None) -> Stripped:
         if env == "meta":
             break
         depth += 1
-    return _new(Stripped, (line, kind, ts))
+    return (line, kind, ts)

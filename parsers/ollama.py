@@ -164,14 +164,21 @@ class OllamaParser(GinReader):
         j = text.find(" level=", 5)
         rest = text[j:] if j > 5 else ""
         known = self._slog_seen.get(rest) if rest else None
-        if known is not None and (time_text := text[5:j]).split() == [time_text]:
-            if not known[0] and time_text[23:] == self._offset_zone:
+        # The time must be one token, as SLOG_RE reads it: printable and without a space is that, or stricter
+        # (a line it declines takes the regex below).
+        if known is not None and (time_text := text[5:j]).isprintable() and " " not in time_text:
+            meaning = known[0]
+            if not meaning and time_text[23:] == self._offset_zone:
                 # Half of a DEBUG log means nothing beyond its time, and this time is in the zone the current
                 # offset came from: reading it could not change the offset, the one thing it might teach.
                 return []
             ts = self._slog_time(time_text)
-            self.era_evidence.update(known[1])
-            return [kind(line, ts, *fields) for kind, fields in known[0]]
+            if known[1]:
+                self.era_evidence.update(known[1])
+            if len(meaning) == 1:
+                kind, fields = meaning[0]
+                return [kind(line, ts, *fields)]
+            return [kind(line, ts, *fields) for kind, fields in meaning]
         m = SLOG_RE.match(text)
         if m is None:
             return None

@@ -1,7 +1,7 @@
 """The building blocks of the demo incident (``make_incident.py``): the constants of the imagined
 machine, Go's text formats as Ollama v0.32 prints them, the log being written, and the cast (models and
 their runners). The templates that use them, and the sources each line shape is copied from, are in
-``make_incident.py``.
+``make_incident.py`` and ``incident_lifecycle.py``.
 """
 
 from __future__ import annotations

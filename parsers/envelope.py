@@ -46,6 +46,7 @@ Inner: TypeAlias = "tuple[str, str, datetime | None]"
 _new = cast("Callable[[type[Stripped], Inner], Stripped]", tuple.__new__)
 
 _BLANK: Inner = ("", "none", None)
+_BLANK_META: Inner = ("", "meta", None)
 
 # Inner lines that can never start with an envelope: slog, GIN / "[GIN-debug]" /
 # llama.cpp "[...]" lines, JSON.
@@ -217,8 +218,9 @@ def strip_inner(line: str) -> Inner:
         return (line, "none", None)
     if first.isspace():
         return _BLANK if line.isspace() else (line, "none", None)
-    # The first docker -t, journald or compose envelope (the commonest) read here, without _one_envelope()'s
-    # calls, by the same tests and regexes; an inner line behind it (most often) ends the stack at once.
+    # The first envelope, read here as _one_envelope() reads it (same tests, same regexes, same order)
+    # without its calls: docker -t, journald and compose are most envelope lines, and a line with none (a
+    # runner's own output) is settled without a second look. An inner line behind it ends the stack at once.
     if "0" <= first <= "9" and len(line) >= 19 and line[4] == "-" and line[7] == "-":
         if _ISO_Z and line[10] == "T" and (m := _DOCKER_TS.match(line)) is not None:
             end = m.end()
@@ -227,12 +229,14 @@ def strip_inner(line: str) -> Inner:
             except ValueError:
                 ts = None
             return _stack("docker_ts", line[end:], ts)
-    elif "]:" in line:
-        if (m := _JOURNALD.match(line)) is not None:
-            return _stack("journald", line[m.end() :], None)
-    elif "|" in line and (m := _COMPOSE.match(line)) is not None:
+        return _envelopes(line)
+    if "]:" in line and (m := _JOURNALD.match(line)) is not None:
+        return _stack("journald", line[m.end() :], None)
+    if "|" in line and (m := _COMPOSE.match(line)) is not None:
         return _stack("compose", line[m.end() :], None)
-    return _envelopes(line)
+    if len(line) <= _LONGEST_LEVEL and line.strip().lower() in _LEVEL_WORDS:
+        return _BLANK_META
+    return (line, "none", None)
 
 
 def _envelopes(line: str) -> Inner:

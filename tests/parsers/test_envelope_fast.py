@@ -72,6 +72,11 @@ def test_every_head_around_every_inner_line() -> None:
         for inner in INNER:
             check(head + inner)
             check(head.rstrip() + inner)
+    # No envelope: a level word alone (log-UI exports), a journald-looking colon before a compose bar, bars
+    # and colons in a runner's own output.
+    for line in ["info", "WARN ", "Error", "warning:", "ollama-1  | x]: time=1", "a]: b | c", "x | y",
+                 "llama_model_loader: - kv 0: | a", "srv  log_server_r: request: GET /health 127.0.0.1 200"]:
+        check(line)
 
 
 @settings(max_examples=600)

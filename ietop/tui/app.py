@@ -16,6 +16,7 @@ from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Input
 
@@ -234,15 +235,24 @@ class IetopApp(App[None]):
         snap = self.view.snapshot(self.now(), WINDOWS[self.window_index])
         if snap is self.snap and self.hardware is self._drawn_hardware:
             return
+        try:
+            bar, residency, memory, latency, hints, requests, events_table = (
+                self.query_one(EnginesBar), self.query_one(ResidencyTable), self.query_one(MemoryPanel),
+                self.query_one(LatencyPanel), self.query_one(HintsTable), self.query_one(RequestsTable),
+                self.query_one(EventsTable))
+        except NoMatches:
+            # The panels are going (the app is shutting down): a redraw timer set by the last batch can
+            # still fire then, and must not turn the exit into a traceback.
+            return
         self.snap, self._drawn_hardware = snap, self.hardware
         started = {e.engine: e.started for e in self.hardware.engines if e.started} if self.hardware else {}
-        self.query_one(EnginesBar).show(snap, self._status_text(), self.setup.discovered, started)
-        self.query_one(ResidencyTable).show(snap)
-        self.query_one(MemoryPanel).show(snap, self.hardware)
-        self.query_one(LatencyPanel).show(snap)
-        self.query_one(HintsTable).show(snap)
-        self.query_one(RequestsTable).show(snap)
-        self.query_one(EventsTable).show(snap)
+        bar.show(snap, self._status_text(), self.setup.discovered, started)
+        residency.show(snap)
+        memory.show(snap, self.hardware)
+        latency.show(snap)
+        hints.show(snap)
+        requests.show(snap)
+        events_table.show(snap)
 
     def _status_text(self) -> str:
         clock = self.setup.clock

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from ietop.model.snapshot import WINDOWS
 from ietop.tui.format import clean, safe
 from ietop.tui.run import replay_app
 from ietop.tui.screens.detail import DetailScreen
 from ietop.tui.widgets.events import EventsTable
+from ietop.tui.widgets.requests import RequestsTable
 from tests.tui.support import HOSTILE, replay_to_end
 
 
@@ -47,3 +49,15 @@ async def test_hostile_log_line_is_shown_literally() -> None:
         assert "hostile-markup.log:2" in body
         assert "␛[2J" in body and "\\x07" in body
         assert "\x1b" not in body and "\x07" not in body
+
+
+async def test_a_redraw_while_the_panels_go_is_not_a_crash() -> None:
+    # At exit Textual removes the panels while a redraw timer set by the last batch may still fire (seen in
+    # CI with the in-dashboard proxy): that redraw must draw nothing rather than raise NoMatches.
+    app = replay_app([str(HOSTILE)], 0)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await replay_to_end(pilot)
+        await app.query_one(EventsTable).remove()
+        app.window_index = (app.window_index + 1) % len(WINDOWS)  # a new snapshot: the redraw is not skipped
+        app.refresh_view()  # raised NoMatches before
+        app.query_one(RequestsTable)  # the rest of the screen is still there

@@ -17,7 +17,7 @@ that comes mid-batch walks them all, and the walks also evict the parser's data 
 count barely sees it; the wall clock does). Measured with bench/dashboard.py on the 1M-line benchmark log,
 rounds interleaved on this VM: 96.5k -> 122k lines/s from 700 to 3,000 (2026-11-29); on 2026-11-30, 3,000 /
 20,000 / 50,000 in 5 interleaved rounds: medians 96.6k / 111.1k / 112.0k, and 3,000 / 10,000 in 5 more: 10,000
-faster in 4, median per- round ratio 1.07. Higher costs memory: Textual's and asyncio's cyclic garbage lives
+faster in 4, median per-round ratio 1.07. Higher costs memory: Textual's and asyncio's cyclic garbage lives
 longer and fragments the heap. The replay of 1.13M inference requests held 112.4 MB at 700, 125.2 MB at 3,000
 (peak 125.4), 141.3 MB at 10,000 (peak 142.8) and 148.3 MB at 20,000 (peak 151.6, over the 150 MB budget):
 10,000 is the largest setting that keeps the peak within it with room to spare."""

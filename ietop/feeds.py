@@ -279,8 +279,9 @@ class TailParse:
                             stamp = None
                         else:
                             pstamp, poffset, pt = stamp, prober.offset, t
-                            if second is not None:
-                                pminute, pbase = stamp[:18], t - second
+                            # The minute cache belongs to poffset: refilled, or emptied when this stamp has no
+                            # seconds field (`16:34.54`, a date all the same) to take the minute's epoch from.
+                            pminute, pbase = (stamp[:18], t - second) if second is not None else ("", 0.0)
                 if stamp is not None:
                     # A health check or similar: the store only counts it, so no event is built.
                     probes += 1

@@ -108,6 +108,8 @@ LINES = st.one_of(
         '[GIN] 2025/02/20 - 16:34:16 | 200 |  2.1s |       127.0.0.1 | POST     "/api/chat"',
         '[GIN] 2025/02/20 - 16:33:10 | 500 |  2.1s |       127.0.0.1 | GET      "/api/tags"',
         '[GIN] 2025/13/20 - 16:34:14 | 200 |  2.1s |       127.0.0.1 | GET      "/api/tags"',
+        # A 21-character stamp that is a date without a seconds field (a fraction of the minute instead).
+        '[GIN] 2025/02/20 - 16:34.54 | 200 |      52.021µs |       127.0.0.1 | GET      "/api/tags"',
         "slot launch_slot_: id  0 | task 5 | processing task",
         # An escape sequence whose final byte is a bar: the full path removes it and reads no access line.
         '[GIN] 2025/02/20 - 16:34:14 | 200 |       1.5s \x1b[|       127.0.0.1 | GET      "/api/tags"',
@@ -126,3 +128,13 @@ def test_mixed_streams_same_items_less_the_counted(batches: list[list[str]]) -> 
     # Offsets learned mid-batch, a stamp repeated across an offset change, seconds 61 and garbage, a minute
     # going backwards, envelopes the shortcut does not take: all must come out as the full path has them.
     _compare(batches)
+
+
+def test_offset_learnt_between_probes_of_one_minute() -> None:
+    # The minute's epoch is reused only under the offset it was read with: here an offset is learnt, then a
+    # stamp that is a date without a seconds field is read in full, then the minute's next second comes.
+    plain = PROBE.format(m="34", s="10")
+    odd = '[GIN] 2025/02/20 - 16:34.54 | 200 |      52.021µs |       127.0.0.1 | GET      "/api/tags"'
+    slog = 'time=2025-02-20T16:34:15.000+01:00 level=INFO source=x.go:1 msg="hello"'
+    _compare([[plain, slog, odd, PROBE.format(m="34", s="20")]])
+    _compare([[plain], [slog], [odd], [PROBE.format(m="34", s="20")]])

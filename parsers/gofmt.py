@@ -80,6 +80,8 @@ def parse_go_duration(text: str) -> float | None:
 
 _SCALE_BEFORE_S = {"m": 1e-3, "µ": 1e-6, "u": 1e-6, "n": 1e-9}
 _TZ_CACHE: dict[timedelta, timezone] = {}
+SECONDS = {f":{s:02d}": timedelta(seconds=s) for s in range(60)}
+"""A clock's seconds field (`:06`, in GIN's stamps and slog's times) as the time it adds to its minute."""
 
 
 def parse_slog_time(text: str) -> datetime | None:

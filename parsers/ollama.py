@@ -29,6 +29,7 @@ from parsers.events import (
 )
 from parsers.gofmt import (
     GOLOG_RE,
+    SECONDS,
     SLOG_RE,
     parse_golog_time,
     parse_slog_time,
@@ -37,7 +38,7 @@ from parsers.gofmt import (
     zone,
 )
 from parsers.memo import remember
-from parsers.ollama_gin import _SECONDS, GinReader
+from parsers.ollama_gin import GinReader
 from parsers.ollama_msgs import env_map, slog_events
 
 _LISTEN_RE = re.compile(r"Listening on (\S+) \(version ([^)]+)\)")
@@ -202,7 +203,7 @@ class OllamaParser(GinReader):
         # Another time of the same minute in slog's layout (`2024-05-10T23:29:17.347-04:00`): the minute's
         # start plus a table's seconds and milliseconds, in one shared zone object (cheap for epoch()).
         if time_text[:16] == self._minute_key and time_text[23:] == self._minute_zone:
-            second, milli = _SECONDS.get(time_text[16:19]), _MILLIS.get(time_text[19:23])
+            second, milli = SECONDS.get(time_text[16:19]), _MILLIS.get(time_text[19:23])
             if second is not None and milli is not None:
                 if self._minute_offset != self.offset:
                     self.offset, self._offset_zone = self._minute_offset, self._minute_zone

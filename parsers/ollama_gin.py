@@ -12,7 +12,7 @@ import re
 from datetime import datetime, timedelta
 
 from parsers.events import Event, HttpAccess
-from parsers.gofmt import epoch, parse_go_duration, unquote, with_offset
+from parsers.gofmt import SECONDS, epoch, parse_go_duration, unquote, with_offset
 
 GIN_RE = re.compile(
     r"\[GIN\] (\d{4})/(\d{2})/(\d{2}) - (\d{2}):(\d{2}):(\d{2}) \|\s*(\d{3})\s*\|\s*(\S+)\s*\|\s*(\S*)\s*\|\s*"
@@ -53,10 +53,7 @@ _GIN_PLAIN_RE = re.compile(
     re.ASCII,
 )
 _UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "\xb5s": 1e-6, "\u03bcs": 1e-6, "us": 1e-6, "ns": 1e-9}
-_STATUS = {str(code): code for code in range(100, 600)}
-_SECONDS = {f":{s:02d}": timedelta(seconds=s) for s in range(60)}
-"""GIN's seconds field (`:06`) as the time it adds to its minute."""
-_SECOND_FLOATS = {text: delta.total_seconds() for text, delta in _SECONDS.items()}
+_SECOND_FLOATS = {text: delta.total_seconds() for text, delta in SECONDS.items()}
 
 
 class GinReader:
@@ -78,14 +75,14 @@ class GinReader:
     ok_probe_refuses = _PROBE_REFUSES
     ok_probe_esc = _PROBE_ESC
     ok_probe_re = _PROBE_RE
-    ok_probe_seconds = _SECOND_FLOATS
-    """A probed stamp is its minute (the first 18 characters) and one of these keys, the seconds it adds: a
-    consumer may add them to the epoch of a stamp of the same minute read under the same offset."""
     """For a consumer that only counts successful non-inference requests (the dashboard keeps none of them):
     a line that holds ok_probe_tag, none of ok_probe_refuses, and that this pattern matches (whole, with its
     envelope) is one such access line, and `parse()` would give one HttpAccess at probe_epoch(group 1) unless
     that is None. The consumer then skips its events. A line that also holds ok_probe_esc goes to
     probe_colored() instead of the pattern."""
+    ok_probe_seconds = _SECOND_FLOATS
+    """A probed stamp is its minute (the first 18 characters) and one of these keys, the seconds it adds: a
+    consumer may add them to the epoch of a stamp of the same minute read under the same offset."""
 
     def ok_probe(self, raw: str) -> datetime | None:
         """The time of `raw` (a whole physical line) when it is a successful access line that is not
@@ -125,7 +122,7 @@ class GinReader:
         another second of its minute is one addition."""
         if stamp == self._gin_stamp and offset == self._gin_offset:
             return self._gin_ts
-        minute, seconds = stamp[:18], _SECONDS.get(stamp[18:])
+        minute, seconds = stamp[:18], SECONDS.get(stamp[18:])
         if minute == self._gin_minute and offset == self._gin_minute_offset and seconds is not None:
             # Another second of the same minute: one addition instead of a parse and a new aware time.
             ts = self._gin_minute_ts + seconds
@@ -154,7 +151,7 @@ class GinReader:
         if (ts := self._gin_time(stamp, self.offset)) is None:
             return self._gin_slow(line, text)
         latency = float(number) * _UNIT_SECONDS[unit] if number is not None else parse_go_duration(latency_raw)
-        return [HttpAccess(line, ts, _STATUS.get(status_text) or int(status_text), latency, latency_raw,
+        return [HttpAccess(line, ts, int(status_text), latency, latency_raw,
                            client or None, method, path)]
 
     def _gin_split(self, line: int, text: str) -> list[Event] | None:

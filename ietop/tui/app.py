@@ -20,7 +20,8 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Input
 
-from ietop.feeds import Batch, Evidence, ProxyFeed, ReplayClock
+from ietop.clock import ReplayClock
+from ietop.feeds import Batch, Evidence, ProxyFeed
 from ietop.model.live import LiveView
 from ietop.model.records import Ref
 from ietop.model.snapshot import WINDOWS, Snapshot

@@ -9,7 +9,8 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, BinaryIO
 
-from ietop.feeds import CommandFeed, Evidence, ProxyFeed, ReplayClock, ReplayFeed, TailFeed
+from ietop.clock import ReplayClock
+from ietop.feeds import CommandFeed, Evidence, ProxyFeed, ReplayFeed, TailFeed
 from ietop.model.live import LiveView
 from ietop.model.store import Store
 from ietop.tui.app import IetopApp, Setup

@@ -7,7 +7,8 @@ import threading
 import time
 from pathlib import Path
 
-from ietop.feeds import Batch, CommandFeed, Evidence, ReplayClock, ReplayFeed, TailFeed
+from ietop.clock import ReplayClock
+from ietop.feeds import Batch, CommandFeed, Evidence, ReplayFeed, TailFeed
 from ietop.model.store import ListSink, Store
 from ietop.pipeline import run_files
 from ietop.sources.procs import CommandLines

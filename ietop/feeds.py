@@ -11,16 +11,18 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast
 
 from ietop.clock import ReplayClock
 from ietop.model.store import Store
-from ietop.pipeline import FileInput, epoch, make_parser, merged_events, open_inputs
+from ietop.pipeline import SCRAPE, FileInput, LineParser, epoch, flush_events, make_parser, merged_events, open_inputs
+from ietop.sources.files import read_chunks
 from parsers.envelope import strip_inner
 from parsers.events import AccessCount, Event
+from parsers.framing import split_texts
 
 Item = tuple[int, float, Event]
 BATCH_MAX = 5000
@@ -87,12 +89,28 @@ class ReplayFeed:
         self.evidence = evidence
         # Sniffed now, on the caller's thread: a bad file is a one-line error before the screen opens.
         self.inputs: list[FileInput] = open_inputs(store, paths, engine)
+        # Each log is parsed as a live tail parses it (TailParse, with the sniffed parser): the replay then
+        # shows what `ietop --log` would have shown, health checks counted rather than parsed included.
+        self._tails = {inp.src: TailParse(store, inp.path, inp.engine, evidence, parser=inp.parser, src=inp.src)
+                       for inp in self.inputs if inp.engine != SCRAPE}
+
+    def _read(self, inp: FileInput) -> Iterator[tuple[float, int, int, Event]]:
+        tail = self._tails[inp.src]
+        seq = 0
+        for texts in split_texts(read_chunks(inp.path, READ_BYTES)):
+            for src, t, event in tail.parse(texts):
+                seq += 1
+                yield (t, src, seq, event)
+        for event in flush_events(inp.parser):
+            seq += 1
+            yield (tail.last_t, inp.src, seq, event)
+        inp.lines = tail.n
 
     def run(self, post: Post, stop: threading.Event) -> None:
         items: list[Item] = []
         last_post = time.monotonic()
         try:
-            for t, src, _seq, event in merged_events(self.inputs, self.evidence.remember):
+            for t, src, _seq, event in merged_events(self.inputs, self._read):
                 t = t if t != float("-inf") else 0.0
                 if self.until is not None and t > self.until:
                     self.clock.pause(at=self.until)
@@ -135,10 +153,12 @@ class Prober(Protocol):
 class TailParse:
     """Parse raw lines of one live source (envelopes stripped; a line without a time takes the last)."""
 
-    def __init__(self, store: Store, name: str, engine: str, evidence: Evidence) -> None:
+    def __init__(self, store: Store, name: str, engine: str, evidence: Evidence, *,
+                 parser: LineParser | None = None, src: int | None = None) -> None:
+        """`parser`, `src`: a parser made and a source registered already (a replayed file, sniffed first)."""
         self.name = name
-        self.parser = make_parser(engine)
-        self.src = store.add_source(name, engine)
+        self.parser = parser if parser is not None else make_parser(engine)
+        self.src = src if src is not None else store.add_source(name, engine)
         self.evidence = evidence
         self.n = 0
         self._last_t = 0.0
@@ -149,6 +169,11 @@ class TailParse:
         # access line: it cost them ~10 %; inference: it read ~80 characters before it saw POST).
         self.prober: Prober | None = (
             cast(Prober, self.parser) if hasattr(self.parser, "ok_probe_re") and store.counts_ok_probes else None)
+
+    @property
+    def last_t(self) -> float:
+        """The time the last parsed line took (a line without a time takes the one before it)."""
+        return self._last_t
 
     def parse(self, texts: Iterable[str], given: Sequence[datetime | None] | None = None) -> list[Item]:
         """Raw lines → items. `given`: for each line, a time the transport gave (journald's) or None."""

@@ -174,10 +174,8 @@ def _file_year(path: str) -> int | None:
         return None
 
 
-def file_events(inp: FileInput, remember: Callable[[int, int, str], None] | None = None,
-                ) -> Iterator[tuple[float, int, int, Event]]:
-    """(t, src, seq, event) for one file. A line without a time takes the last time seen before it.
-    `remember(src, line, text)` is given each raw line that produced events (replay keeps them as evidence)."""
+def file_events(inp: FileInput) -> Iterator[tuple[float, int, int, Event]]:
+    """(t, src, seq, event) for one file. A line without a time takes the last time seen before it."""
     parser = inp.parser
     src = inp.src
     last_t = float("-inf")
@@ -188,10 +186,7 @@ def file_events(inp: FileInput, remember: Callable[[int, int, str], None] | None
         text, _kind, env_ts = strip_inner(raw)
         if not text:
             continue
-        events = parser.parse(n, text, env_ts)
-        if remember is not None and events:
-            remember(src, n, raw)
-        for event in events:
+        for event in parser.parse(n, text, env_ts):
             ts = event.ts
             if ts is not None:
                 t = epoch(ts)
@@ -199,13 +194,17 @@ def file_events(inp: FileInput, remember: Callable[[int, int, str], None] | None
                 last_t = t if t > last_t else last_t
             seq += 1
             yield (last_t, src, seq, event)
-    flush = getattr(parser, "flush", None)
-    if flush is not None:
-        # Multi-line records (MLX tracebacks) complete only at the end of the file.
-        for event in flush():
-            seq += 1
-            yield (last_t, src, seq, event)
+    for event in flush_events(parser):
+        seq += 1
+        yield (last_t, src, seq, event)
     inp.lines = n
+
+
+def flush_events(parser: LineParser) -> list[Event]:
+    """At the end of a file: what the parser still holds (multi-line records such as MLX tracebacks
+    complete only there)."""
+    flush = getattr(parser, "flush", None)
+    return list(flush()) if flush is not None else []
 
 
 def open_inputs(store: Store, paths: Iterable[str], engine: str | None = None) -> list[FileInput]:
@@ -219,10 +218,14 @@ def open_inputs(store: Store, paths: Iterable[str], engine: str | None = None) -
     return inputs
 
 
-def merged_events(inputs: list[FileInput], remember: Callable[[int, int, str], None] | None = None,
-                  ) -> Iterator[tuple[float, int, int, Event]]:
-    """The events of all inputs merged by time (`heapq.merge` holds one pending event per file)."""
-    streams = [_scrape_event(inp) if inp.engine == SCRAPE else file_events(inp, remember) for inp in inputs]
+Stream = Callable[[FileInput], Iterator[tuple[float, int, int, Event]]]
+"""One log file's (t, src, seq, event) in file order: file_events, or the dashboard replay's own reading."""
+
+
+def merged_events(inputs: list[FileInput], stream: Stream = file_events) -> Iterator[tuple[float, int, int, Event]]:
+    """The events of all inputs merged by time (`heapq.merge` holds one pending event per file); each log
+    is read by `stream`, a metrics scrape by its own reader."""
+    streams = [_scrape_event(inp) if inp.engine == SCRAPE else stream(inp) for inp in inputs]
     if len(streams) == 1:
         return streams[0]
     return heapq.merge(*streams, key=lambda x: (x[0], x[1], x[2]))

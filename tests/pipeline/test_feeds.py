@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from ietop.clock import ReplayClock
 from ietop.feeds import Batch, CommandFeed, Evidence, ReplayFeed, TailFeed
+from ietop.model.live import LiveView
 from ietop.model.store import ListSink, Store
 from ietop.pipeline import run_files
 from ietop.sources.procs import CommandLines
+from parsers.events import AccessCount, HttpAccess
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = [ROOT / "fixtures" / "ollama" / name for name in (
@@ -44,6 +49,31 @@ def test_replay_at_max_speed_equals_analyze() -> None:
     first = next(item for b in batches for item in b.items)
     src, _t, event = first
     assert evidence.lookup(src, event.line) == LOGS[src].read_text().splitlines()[event.line - 1]
+
+
+FIXTURE_LOGS = sorted(
+    path for engine in ("ollama", "mlx", "vllm") for path in (ROOT / "fixtures" / engine).iterdir()
+    if path.is_file() and path.suffix in (".log", ".txt", ".stderr"))
+
+
+def _records(sink: ListSink, names: list[str]) -> dict[str, list[object]]:
+    return {kind: [r.as_dict(names) if hasattr(r, "as_dict") else r for r in recs]
+            for kind, recs in sorted(sink.records.items())}
+
+
+@pytest.mark.parametrize("log", FIXTURE_LOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_replay_equals_analyze_on_every_fixture(log: Path) -> None:
+    """Every real log, every record kind: what the end of a file still holds (an MLX or vLLM traceback cut
+    by EOF) included."""
+    sink, want = ListSink(), ListSink()
+    store = Store(sink)
+    batches = _drain(ReplayFeed(store, [str(log)], ReplayClock(0), Evidence()))
+    assert batches[-1].done and batches[-1].error is None
+    store.apply_all(item for b in batches for item in b.items)
+    store.flush()
+    inputs = run_files(Store(want), [str(log)])
+    assert batches[-1].lines == {0: inputs[0].lines}
+    assert _records(sink, [str(log)]) == _records(want, [str(log)])
 
 
 def test_replay_clock_paces_pauses_and_steps() -> None:
@@ -114,27 +144,40 @@ def test_command_feed_reports_a_failing_command_as_an_error() -> None:
     assert batches[-1].error == "cmd: stream ended (exit 3)"
 
 
-def test_tail_feed_counts_health_checks_for_the_dashboard_as_analyze_sees_them(tmp_path: Path) -> None:
-    """The dashboard's store keeps no successful probe, so the tail feed sends AccessCount for them instead
-    of one HttpAccess each: every count, kept request and latency sample must equal the full path's."""
-    import subprocess
+def _view_store() -> tuple[Store, LiveView]:
+    view = LiveView(keep=100_000)
+    store = Store(view)
+    view.attach(store)
+    return store, view
 
-    from ietop.model.live import LiveView
-    from parsers.events import AccessCount, HttpAccess
 
-    log = tmp_path / "synthetic.log"
+@pytest.fixture(scope="module")
+def synthetic_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SYNTHETIC 2 MB Ollama log (bench/gen_ollama_log.py, seed 3): every era, envelope and probe kind."""
+    log = tmp_path_factory.mktemp("feeds") / "synthetic.log"
     subprocess.run([sys.executable, str(ROOT / "bench" / "gen_ollama_log.py"), str(log), "--size", "2M",
                     "--seed", "3"], check=True, capture_output=True)
+    return log
 
-    def view_store() -> tuple[Store, LiveView]:
-        view = LiveView(keep=100_000)
-        store = Store(view)
-        view.attach(store)
-        return store, view
 
-    tailed, tailed_view = view_store()
+def _assert_as_analyze_sees_it(store: Store, view: LiveView, kinds: dict[str, int], paths: list[Path]) -> None:
+    """The dashboard's store keeps no successful probe, so its feeds send AccessCount for them instead of one
+    HttpAccess each: every count, kept request and latency sample must equal the full path's."""
+    full, full_view = _view_store()
+    run_files(full, [str(p) for p in paths], "ollama")
+    assert kinds[AccessCount.__name__] >= 1 and kinds[HttpAccess.__name__] >= 1
+    assert store.counts == full.counts
+    assert full.counts["requests"] > 2 * full.counts["inference_requests"] > 0
+    names = [str(p) for p in paths]
+    assert [r.as_dict(names) for r in view.requests] == [r.as_dict(names) for r in full_view.requests]
+    assert list(view.samples) == list(full_view.samples)
+    assert [s.unparsed_lines for s in store.sources] == [s.unparsed_lines for s in full.sources]
+
+
+def test_tail_feed_counts_health_checks_for_the_dashboard_as_analyze_sees_them(synthetic_log: Path) -> None:
+    tailed, tailed_view = _view_store()
     assert tailed.counts_ok_probes
-    feed = TailFeed(tailed, str(log), "ollama", Evidence(), from_start=True)
+    feed = TailFeed(tailed, str(synthetic_log), "ollama", Evidence(), from_start=True)
     kinds: dict[str, int] = {}
     while True:
         lines = feed.tailer.read_texts()
@@ -145,12 +188,30 @@ def test_tail_feed_counts_health_checks_for_the_dashboard_as_analyze_sees_them(t
             tailed.apply(src, t, event)
     feed.tailer.close()
     tailed.flush()
+    _assert_as_analyze_sees_it(tailed, tailed_view, kinds, [synthetic_log])
 
-    full, full_view = view_store()
-    run_files(full, [str(log)], "ollama")
-    assert kinds[AccessCount.__name__] >= 1 and kinds[HttpAccess.__name__] >= 1
-    assert tailed.counts == full.counts
-    assert full.counts["requests"] > 2 * full.counts["inference_requests"] > 0
-    assert [r.as_dict(["x"]) for r in tailed_view.requests] == [r.as_dict(["x"]) for r in full_view.requests]
-    assert list(tailed_view.samples) == list(full_view.samples)
-    assert tailed.sources[0].unparsed_lines == full.sources[0].unparsed_lines
+
+def test_replay_parses_as_the_live_tail_does(synthetic_log: Path) -> None:
+    """`ietop replay` reads each file as the live tail would (health checks counted, not parsed), two files
+    merged by time, and the screen's store ends up as analyze's."""
+    paths = [synthetic_log, LOGS[1]]
+    store, view = _view_store()
+    evidence = Evidence()
+    feed = ReplayFeed(store, [str(p) for p in paths], ReplayClock(0), evidence, "ollama")
+    batches = _drain(feed)
+    assert batches[-1].done and batches[-1].error is None
+    kinds: dict[str, int] = {}
+    last_t = float("-inf")
+    for b in batches:
+        for src, t, event in b.items:
+            assert t >= last_t  # merged in time order
+            last_t = t
+            kinds[type(event).__name__] = kinds.get(type(event).__name__, 0) + 1
+            store.apply(src, t, event)
+    store.flush()
+    _assert_as_analyze_sees_it(store, view, kinds, paths)
+    texts = [p.read_bytes().decode("utf-8", errors="replace").split("\n")[:-1] for p in paths]
+    assert batches[-1].lines == {0: len(texts[0]), 1: len(texts[1])}
+    # Evidence: the raw line of an event (its envelope included) is kept, as the live tail keeps it.
+    src, _t, event = next(item for b in batches for item in b.items if type(item[2]) is HttpAccess)
+    assert evidence.lookup(src, event.line) == texts[src][event.line - 1]

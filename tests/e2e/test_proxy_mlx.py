@@ -86,7 +86,9 @@ def test_proxy_measures_what_the_client_sees(mlx_env: MlxEnv, mlx_models: MlxMod
                     break
         # Non-streaming too: the usage block of the body.
         plain = client.post(proxy.url + "/v1/completions", json={"prompt": "def add(a, b):", "max_tokens": 8})
-        time.sleep(0.2)
+        deadline = time.monotonic() + 5
+        while len(measured) == len(pairs) and time.monotonic() < deadline:
+            time.sleep(0.005)  # recorded just after the last byte, as above
     assert plain.status_code == 200
     assert len(measured) == len(pairs) + 1
     for (raw, _ttft, _times, usage), m in pairs:

@@ -10,7 +10,11 @@ class ReplayClock:
     """Virtual time for replay: `speed`× the wall clock, with pause and single steps.
 
     Idle stretches longer than `max_gap_s` of wall time are skipped, so an incident with an hour of
-    silence in the middle does not stall the screen."""
+    silence in the middle does not stall the screen.
+
+    A jump (`jump()`) releases events unpaced until whoever applies them finds the one it was looking for
+    and pauses there (`pause(at=…)`); the feed posts what it released while jumping one batch at a time,
+    and `ack()` tells it how many of that batch were applied, so it can release the rest again later."""
 
     def __init__(self, speed: float = 1.0, max_gap_s: float = 3.0) -> None:
         self.speed = speed
@@ -20,6 +24,8 @@ class ReplayClock:
         self._cond = threading.Condition()
         self._virtual: float | None = None
         self._wall = time.monotonic()
+        self._jumping = False
+        self._acked: int | None = None
 
     def now(self) -> float | None:
         with self._cond:
@@ -35,6 +41,7 @@ class ReplayClock:
 
     def toggle_pause(self) -> bool:
         with self._cond:
+            self._jumping = False
             now = self._now_locked()
             self.paused = not self.paused
             if now is not None:
@@ -42,9 +49,40 @@ class ReplayClock:
             self._cond.notify_all()
             return self.paused
 
-    def pause(self, at: float | None = None) -> None:
-        """Stop the clock (at virtual time `at`, when given: `--until`)."""
+    @property
+    def jumping(self) -> bool:
+        return self._jumping
+
+    def jump(self) -> None:
+        """Release events as fast as they come until `pause()` (the next notable event, found by the caller)."""
         with self._cond:
+            self._jumping = True
+            if self.paused:
+                self.paused = False
+                if self._virtual is not None:
+                    self._rebase(self._virtual)
+            self._cond.notify_all()
+
+    def ack(self, applied: int) -> None:
+        """The batch the feed posted while jumping was applied up to its `applied` first items."""
+        with self._cond:
+            self._acked = applied
+            self._cond.notify_all()
+
+    def wait_ack(self, stop: threading.Event) -> int | None:
+        """The feed's side of `ack()`: how many items of its last jump batch were applied (None: stopped)."""
+        with self._cond:
+            while self._acked is None:
+                if stop.is_set():
+                    return None
+                self._cond.wait(0.25)
+            applied, self._acked = self._acked, None
+            return applied
+
+    def pause(self, at: float | None = None) -> None:
+        """Stop the clock (at virtual time `at`, when given: `--until`, or the end of a jump)."""
+        with self._cond:
+            self._jumping = False
             if not self.paused:
                 now = self._now_locked()
                 self.paused = True
@@ -73,6 +111,9 @@ class ReplayClock:
             if self._virtual is None:
                 self._rebase(t)
             while not stop.is_set():
+                if self._jumping:
+                    self._rebase(max(t, self._virtual or t))
+                    return True
                 if self.paused:
                     if self._steps:
                         self._steps -= 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -46,6 +47,8 @@ class Batch:
     """Something to tell the user that is not a failure (a piped log ended)."""
     lines: dict[int, int] = field(default_factory=dict)
     """Lines read so far, per source."""
+    ack: bool = False
+    """Replay: released during a jump; the receiver must answer with ReplayClock.ack()."""
 
 
 Post = Callable[[Batch], None]
@@ -107,30 +110,58 @@ class ReplayFeed:
         inp.lines = tail.n
 
     def run(self, post: Post, stop: threading.Event) -> None:
+        clock = self.clock
+        events = merged_events(self.inputs, self._read)
+        # Released during a jump but past the event it stopped at: released again from here, paced.
+        again: deque[Item] = deque()
         items: list[Item] = []
         last_post = time.monotonic()
+
+        def send(**kw: Any) -> bool:
+            """Post `items`; after a jump batch, take back what was not applied. False: stopped meanwhile."""
+            nonlocal items, last_post
+            jump = clock.jumping
+            batch, items, last_post = items, [], time.monotonic()
+            post(Batch(batch, clock.now(), ack=jump, **kw))
+            if not jump:
+                return True
+            applied = clock.wait_ack(stop)
+            if applied is None:
+                return False
+            again.extendleft(reversed(batch[applied:]))
+            return True
+
         try:
-            for t, src, _seq, event in merged_events(self.inputs, self._read):
-                t = t if t != float("-inf") else 0.0
+            while True:
+                if again:
+                    src, t, event = again.popleft()
+                elif (nxt := next(events, None)) is not None:
+                    t, src, _seq, event = nxt
+                    t = t if t != float("-inf") else 0.0
+                elif items and clock.jumping:
+                    if not send():  # the jump's last batch may stop short of the end, too
+                        return
+                    continue
+                else:
+                    break
                 if self.until is not None and t > self.until:
-                    self.clock.pause(at=self.until)
+                    clock.pause(at=self.until)
                     self.until = None
-                    post(Batch(items, self.clock.now(), held=True))
-                    items, last_post = [], time.monotonic()
-                while not self.clock.wait_until(t, stop, 0.2):
+                    if not send(held=True):
+                        return
+                while not clock.wait_until(t, stop, 0.2):
                     if stop.is_set():
                         return
-                    if items:
-                        post(Batch(items, self.clock.now()))
-                        items, last_post = [], time.monotonic()
+                    if items and not send():
+                        return
                 items.append((src, t, event))
-                if len(items) >= BATCH_MAX or time.monotonic() - last_post > 0.1 or self.clock.paused:
-                    post(Batch(items, self.clock.now()))
-                    items, last_post = [], time.monotonic()
+                due = len(items) >= BATCH_MAX or time.monotonic() - last_post > 0.1 or clock.paused
+                if due and not send():
+                    return
         except Exception as exc:  # a read error mid-replay: shown in the header, never a crash
-            post(Batch(items, self.clock.now(), done=True, error=f"replay stopped: {exc}"))
+            post(Batch(items, clock.now(), done=True, error=f"replay stopped: {exc}"))
             return
-        post(Batch(items, self.clock.now(), done=True, lines={i.src: i.lines for i in self.inputs}))
+        post(Batch(items, clock.now(), done=True, lines={i.src: i.lines for i in self.inputs}))
 
 
 class Prober(Protocol):

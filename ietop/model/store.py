@@ -379,6 +379,13 @@ class Store:
             if event.kind == "runner_crash" and not was_loading and self.loads.resident:
                 self.loads.unload(src, t, event.ts, ref, engine, "crashed")
 
+    @property
+    def events_total(self) -> int:
+        """Loads ended, unloads begun, truncations and errors so far: grows by one when the Events panel gets
+        a row (what a replay's jump runs to)."""
+        c = self.counts
+        return self.loads.loads_total + self.loads.unloads_total + c.get("truncations", 0) + c.get("errors", 0)
+
     def mlx_processes(self) -> list[tuple[int, str, str | None]]:
         """(source, resident model, state) of each MLX log: one model per mlx_lm.server process."""
         return [(src, m.resident, m.state) for src, m in self._mlx.items()]

@@ -96,6 +96,7 @@ class IetopApp(App[None]):
         Binding("escape", "clear_filter", "clear filter", show=False),
         Binding("p", "pause", "pause"),
         Binding("n", "step", "step", show=False),
+        Binding("j", "jump", "next event", show=False),
         Binding("t", "timeline", "timeline"),
         Binding("s", "sort", "sort", show=False),
         Binding("1", "window(0)", "1m", show=False),
@@ -120,6 +121,8 @@ class IetopApp(App[None]):
         self._replay_done = False
         self.replay_held = False
         self._redraw_due = False
+        self._jump_mark: int | None = None
+        """While a replay jumps: Store.events_total when it began."""
 
     # -- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -195,7 +198,13 @@ class IetopApp(App[None]):
         batch = message.batch
         if message.counted:
             self._inflight.release()
-        self.store.apply_all(batch.items)
+        if self._jump_mark is None:
+            self.store.apply_all(batch.items)
+            applied = len(batch.items)
+        else:
+            applied = self._apply_until_event(batch)
+        if batch.ack and self.setup.clock is not None:
+            self.setup.clock.ack(applied)
         for src, n in batch.lines.items():
             self.store.sources[src].lines = n
         if batch.error:
@@ -205,13 +214,34 @@ class IetopApp(App[None]):
             self.notify(batch.note, timeout=5)
         if batch.done and self.setup.clock is not None:
             self._replay_done = True
+            if self._jump_mark is not None:
+                self._jump_mark = None
+                self.notify("no further load, unload, truncation or error: the replay is over", timeout=4)
             # The log is over: stop the clock at its last line, or windows would drift past it at N×.
             self.setup.clock.pause(at=self.store.now)
         if batch.held:
             self.replay_held = True
+            self._jump_mark = None
         if batch.items and self.setup.clock is None and not self._redraw_due:
             self._redraw_due = True
             self.set_timer(FRESH_S, self._redraw_fresh)
+
+    def _apply_until_event(self, batch: Batch) -> int:
+        """A jump: apply item by item and pause the replay at the first that gives the Events panel a row. The
+        feed takes back the rest of a batch it posted while jumping; any other batch is applied whole."""
+        store, mark, clock = self.store, self._jump_mark, self.setup.clock
+        assert mark is not None and clock is not None
+        for i, item in enumerate(batch.items):
+            store.apply_all((item,))
+            if store.events_total > mark:
+                self._jump_mark = None
+                clock.pause(at=item[1])
+                self.refresh_view()
+                if batch.ack:
+                    return i + 1
+                store.apply_all(batch.items[i + 1 :])
+                break
+        return len(batch.items)
 
     def _redraw_fresh(self) -> None:
         self._redraw_due = False
@@ -259,7 +289,8 @@ class IetopApp(App[None]):
         clock = self.setup.clock
         if clock is None:
             return "PAUSED" if self.paused else ""
-        state = "replay finished" if self._replay_done else "PAUSED (n: step, p: play)" if clock.paused else "replay"
+        state = ("replay finished" if self._replay_done else "PAUSED (n: step, p: play)" if clock.paused
+                 else "jumping to the next event" if self._jump_mark is not None else "replay")
         speed = "max" if clock.speed <= 0 else f"{clock.speed:g}x"
         return f"{state} · {speed}"
 
@@ -281,6 +312,7 @@ class IetopApp(App[None]):
         self.refresh_view()
 
     def action_pause(self) -> None:
+        self._jump_mark = None
         if self.setup.clock is not None:
             self.setup.clock.toggle_pause()
         else:
@@ -290,6 +322,14 @@ class IetopApp(App[None]):
     def action_step(self) -> None:
         if self.setup.clock is not None and self.setup.clock.paused:
             self.setup.clock.step()
+
+    def action_jump(self) -> None:
+        clock = self.setup.clock
+        if clock is None or self._replay_done or self._jump_mark is not None:
+            return
+        self._jump_mark = self.store.events_total
+        clock.jump()
+        self.refresh_view()
 
     def action_speed(self, factor: float) -> None:
         clock = self.setup.clock

@@ -95,6 +95,37 @@ def test_replay_clock_paces_pauses_and_steps() -> None:
     assert not clock.wait_until(1010.0 + 86403, stop, 5.0)
 
 
+def test_replay_clock_jumps_unpaced_until_paused_and_hands_acks_across_threads() -> None:
+    stop = threading.Event()
+    clock = ReplayClock(speed=1.0)
+    assert clock.wait_until(1000.0, stop, 0.1)
+    clock.toggle_pause()
+    clock.jump()  # from a pause: released at once, however far ahead
+    assert clock.jumping and not clock.paused
+    started = time.monotonic()
+    assert clock.wait_until(1000.0 + 3600, stop, 5.0)
+    assert time.monotonic() - started < 0.5
+    clock.toggle_pause()  # p during a jump: paused, no longer jumping
+    assert clock.paused and not clock.jumping
+    assert not clock.wait_until(1000.0 + 3601, stop, 0.2)
+    clock.jump()
+    clock.pause(at=1000.0 + 3601)  # where the receiver found its event
+    assert clock.paused and not clock.jumping and clock.now() == 1000.0 + 3601
+    got: list[int | None] = []
+    waiter = threading.Thread(target=lambda: got.append(clock.wait_ack(stop)))
+    waiter.start()
+    time.sleep(0.1)
+    assert not got, "the feed waits for the receiver's answer"
+    clock.ack(7)
+    waiter.join(2)
+    assert got == [7]
+    stopper = threading.Thread(target=lambda: got.append(clock.wait_ack(stop)))
+    stopper.start()
+    stop.set()
+    stopper.join(2)
+    assert got == [7, None]
+
+
 def test_tail_feed_follows_appends(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text("")

@@ -14,7 +14,7 @@ from ietop.model.hints import HintContext, HintEngine
 from ietop.model.records import Load, Request, Simple, Unload
 from ietop.model.snapshot import EngineRow, LogGpu, Snapshot, SourceRow
 from ietop.model.store import Store
-from ietop.model.timeline import build_timeline, event_rows, latency_rows, resident_rows
+from ietop.model.timeline import Sample, build_timeline, event_rows, latency_rows, resident_rows, sample_time
 from parsers.ollama_msgs import human_bytes
 
 SAMPLES = 50_000
@@ -40,6 +40,7 @@ class LiveView:
         self.evict_counts: dict[str, int] = {}
         self._built: tuple[int, float, float] | None = None
         self._last: Snapshot | None = None
+        self._parts: tuple[int, list[Load], list[Unload], list[Sample], dict[str, Any]] | None = None
 
     def attach(self, store: Store) -> None:
         self.store = store
@@ -67,39 +68,47 @@ class LiveView:
         key = (store.version, round(now), window_s)
         if self._last is not None and self._built == key:
             return self._last
+        parts = self._parts if self._parts is not None and self._parts[0] == store.version else None
+        if parts is None:
+            # What only the store's records decide: kept while its version holds, so a second that only moves
+            # the clock recomputes the windows (latency, hints) and nothing else.
+            parts = self._parts = (store.version, *self._record_parts(store))
+        _version, pending_loads, pending_unloads, samples, fields = parts
+        cfg = store.settings
+        ctx = HintContext(cfg.configured, cfg.configured_ref, cfg.effective, cfg.effective_ref,
+                          aliases=dict(store.loads.aliases))
+        hints = self.hints.evaluate(ctx, now - window_s, extra_loads=pending_loads, extra_unloads=pending_unloads)
+        snap = Snapshot(now=now, window_s=window_s, latency=latency_rows(samples, store, now, window_s),
+                        hints=tuple(hints), **fields)
+        self._built, self._last = key, snap
+        return snap
+
+    def _record_parts(self, store: Store) -> tuple[list[Load], list[Unload], list[Sample], dict[str, Any]]:
         pending_loads, pending_unloads = store.loads.pending()
         loads = _unique([*self.loads, *pending_loads], lambda ld: ld.t_end if ld.t_end is not None else ld.t_begin)
         unloads = _unique([*self.unloads, *pending_unloads], lambda u: u.t)
-        since = now - window_s
 
         def names(model: str | None) -> str | None:
             return store.loads.name(model) if model else None
 
         cfg = store.settings
-        ctx = HintContext(cfg.configured, cfg.configured_ref, cfg.effective, cfg.effective_ref,
-                          aliases=dict(store.loads.aliases))
-        hints = self.hints.evaluate(ctx, since, extra_loads=pending_loads, extra_unloads=pending_unloads)
-        snap = Snapshot(
-            version=store.version,
-            now=now,
-            window_s=window_s,
-            engines=self._engines(store),
-            resident=resident_rows(store, loads, unloads, now),
-            latency=latency_rows(self.samples, store, now, window_s),
-            requests=tuple(reversed(self.requests)),
-            events=event_rows(loads, unloads, self.simple, names),
-            hints=tuple(hints),
-            timeline=build_timeline(loads, unloads, names),
-            sources=tuple(SourceRow(s.path, s.engine, s.lines, s.unparsed_lines, s.version) for s in store.sources),
-            configured=dict(cfg.configured),
-            effective=dict(cfg.effective),
-            counts=dict(store.counts),
-            aliases=dict(store.loads.aliases),
-            log_gpus=tuple(LogGpu(g.name or g.device_id, human_bytes(g.total), human_bytes(g.available))
-                           for g in store.gpus.values()),
-        )
-        self._built, self._last = key, snap
-        return snap
+        fields: dict[str, Any] = {
+            "version": store.version,
+            "engines": self._engines(store),
+            "resident": resident_rows(store, loads, unloads),
+            "requests": tuple(reversed(self.requests)),
+            "events": event_rows(loads, unloads, self.simple, names),
+            "timeline": build_timeline(loads, unloads, names),
+            "sources": tuple(SourceRow(s.path, s.engine, s.lines, s.unparsed_lines, s.version) for s in store.sources),
+            "configured": dict(cfg.configured),
+            "effective": dict(cfg.effective),
+            "counts": dict(store.counts),
+            "aliases": dict(store.loads.aliases),
+            "log_gpus": tuple(LogGpu(g.name or g.device_id, human_bytes(g.total), human_bytes(g.available))
+                              for g in store.gpus.values()),
+        }
+        # By time, for the windows' bisection (samples arrive in apply order, nearly sorted: a cheap sort).
+        return pending_loads, pending_unloads, sorted(self.samples, key=sample_time), fields
 
     @staticmethod
     def _engines(store: Store) -> tuple[EngineRow, ...]:

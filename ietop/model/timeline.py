@@ -5,8 +5,10 @@ Pure functions of store state and records; `now` is passed in.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any
 
 from ietop.model.records import Load, Simple, Unload
@@ -18,10 +20,6 @@ SPARK_BUCKETS = 24
 
 def _short(model: str) -> str:
     return model.replace("\\", "/").rsplit("/", 1)[-1]
-
-
-def _same(a: str | None, b: str | None) -> bool:
-    return a is not None and b is not None and _short(a) == _short(b)
 
 
 # -- timeline ----------------------------------------------------------------------------------
@@ -138,26 +136,66 @@ def _parse_time(value: Any) -> datetime | None:
 
 def event_rows(loads: Iterable[Load], unloads: Iterable[Unload], simple: Iterable[Simple],
                names: Names = _as_is, limit: int = 500) -> tuple[EventRow, ...]:
-    rows = [_load_row(ld, names) for ld in loads] + [_unload_row(u, names) for u in unloads]
-    rows += [_simple_row(s) for s in simple]
-    rows.sort(key=lambda r: r.t, reverse=True)
-    return tuple(rows[:limit])
+    """The newest `limit` rows. Rows are built only for the records that can be among them: of each kind, those
+    at or after the time of its `limit`-th newest (ties kept), as the full sort would pick them."""
+    # Sorted as the rows would be (by time, newest first, stable: loads, then unloads, then the rest), then
+    # only the first `limit` become rows.
+    picked: list[tuple[float, Callable[[], EventRow]]] = []
+    picked += [(_load_t(ld), partial(_load_row, ld, names)) for ld in _newest(loads, limit, _load_t)]
+    picked += [(u.t, partial(_unload_row, u, names)) for u in _newest(unloads, limit, _unload_t)]
+    picked += [(_simple_t(s), partial(_simple_row, s)) for s in _newest(simple, limit, _simple_t)]
+    picked.sort(key=lambda p: p[0], reverse=True)
+    return tuple(make() for _t, make in picked[:limit])
+
+
+def _load_t(ld: Load) -> float:
+    return ld.t_end if ld.t_end is not None else ld.t_begin
+
+
+def _unload_t(u: Unload) -> float:
+    return u.t
+
+
+def _simple_t(s: Simple) -> float:
+    return s.t or 0.0
+
+
+def _newest(records: Iterable[Any], limit: int, when: Callable[[Any], float]) -> list[Any]:
+    """The records whose row time is at or after the `limit`-th newest one, in their order."""
+    items = list(records)
+    if len(items) <= limit:
+        return items
+    cut = sorted(map(when, items), reverse=True)[limit - 1]
+    return [r for r in items if when(r) >= cut]
 
 
 # -- residency ---------------------------------------------------------------------------------
-def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload],
-                  now: float) -> tuple[ResidentRow, ...]:
+def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload]) -> tuple[ResidentRow, ...]:
     configured = store.settings.configured.get("context_length")
     ctx_claim = configured if isinstance(configured, int) else None
     rows: list[ResidentRow] = []
 
-    def canon(model: str | None) -> str | None:
-        return store.loads.name(model) if model else None
+    # Each model's last good load, load count and evictions, in one pass over the records (a lookup per
+    # resident model then; comparing every record with every model cost a snapshot ~40 ms on a full view).
+    canon = store.loads.name
+    last_ok: dict[str, Load] = {}
+    n_ok: dict[str, int] = {}
+    n_evicted: dict[str, int] = {}
+    for ld in loads:
+        if ld.model and ld.ok:
+            key = _short(canon(ld.model))
+            last_ok[key] = ld
+            n_ok[key] = n_ok.get(key, 0) + 1
+    for u in unloads:
+        if u.model and u.reason == "evicted":
+            key = _short(canon(u.model))
+            n_evicted[key] = n_evicted.get(key, 0) + 1
 
     def history(model: str) -> tuple[Load | None, int, int]:
-        mine = [ld for ld in loads if _same(canon(ld.model), canon(model)) and ld.ok]
-        evictions = sum(1 for u in unloads if _same(canon(u.model), canon(model)) and u.reason == "evicted")
-        return (mine[-1] if mine else None), len(mine), evictions
+        key = _short(canon(model)) if model else None
+        if key is None:
+            return None, 0, 0
+        return last_ok.get(key), n_ok.get(key, 0), n_evicted.get(key, 0)
 
     def per_slot(ld: Load | None) -> int | None:
         if ld is None or ld.ctx is None:
@@ -220,15 +258,21 @@ def _spark(points: Sequence[tuple[float, float]], start: float, window_s: float)
     return tuple(sorted(b)[len(b) // 2] if b else 0.0 for b in buckets)
 
 
-def latency_rows(samples: Iterable[tuple[float, float | None, float | None, float | None]], store: Store,
-                 now: float, window_s: float) -> tuple[LatencyRow, ...]:
+Sample = tuple[float, float | None, float | None, float | None]
+"""(t_end, ttft, itl, e2e) of an inference request."""
+
+
+def sample_time(sample: Sample) -> float:
+    return sample[0]
+
+
+def latency_rows(samples: Sequence[Sample], store: Store, now: float, window_s: float) -> tuple[LatencyRow, ...]:
+    """`samples` sorted by time (the order within the window changes no figure: percentiles and spark buckets
+    sort their values): the window is found by bisection, not a pass over every sample kept."""
     start = now - window_s
-    series: list[list[tuple[float, float]]] = [[], [], []]
-    for t, *values in samples:
-        if start <= t <= now:
-            for i, v in enumerate(values):
-                if v is not None:
-                    series[i].append((t, v))
+    inside = samples[bisect_left(samples, start, key=sample_time) : bisect_right(samples, now, key=sample_time)]
+    series: list[list[tuple[float, float]]] = [
+        [(s[0], v) for s in inside if (v := s[i]) is not None] for i in (1, 2, 3)]
     rows: list[LatencyRow] = []
     for name, points, attr in zip(("TTFT", "ITL", "E2E"), series, ("ttft", "itl", "e2e"), strict=True):
         if points:

@@ -45,6 +45,9 @@ FRESH_S = 0.1
 """Live: new lines redraw the screen this soon, however the 0.5 s timer is phased (DESIGN.md: an appended
 line is on screen within 250 ms). A burst within it is one redraw: at most 10 a second, only while lines
 arrive, so an idle dashboard still wakes only on the timer."""
+REDRAW_SHARE = 0.25
+"""Timer redraws take at most this share of the main thread: when each is dear (a burst of lines into a full
+view rebuilds the tables), the screen updates less often and the feeds keep their pace."""
 INFLIGHT = 4
 """Event batches posted but not yet applied, across all feeds."""
 COMPACT_BELOW = 34
@@ -121,6 +124,8 @@ class IetopApp(App[None]):
         self._replay_done = False
         self.replay_held = False
         self._redraw_due = False
+        self._redraw_after = 0.0
+        """A timer's redraw waits until then (the last one's cost, paid off at REDRAW_SHARE)."""
         self._jump_mark: int | None = None
         """While a replay jumps: Store.events_total when it began."""
 
@@ -148,7 +153,7 @@ class IetopApp(App[None]):
             self._poll()
         if self.setup.hardware:
             self._sample_hardware()
-        self.set_interval(REFRESH_S, self.refresh_view)
+        self.set_interval(REFRESH_S, self._timed_redraw)
         if not self.is_headless and is_terminal():
             self.set_interval(HANGUP_CHECK_S, self._exit_if_hung_up)
         self.refresh_view()
@@ -245,7 +250,16 @@ class IetopApp(App[None]):
 
     def _redraw_fresh(self) -> None:
         self._redraw_due = False
-        self.refresh_view()
+        self._timed_redraw()
+
+    def _timed_redraw(self) -> None:
+        """What the timers call: a redraw now, or once the last one's cost is paid off (one timer for it)."""
+        wait = self._redraw_after - time.monotonic()
+        if wait <= 0:
+            self.refresh_view()
+        elif not self._redraw_due:
+            self._redraw_due = True
+            self.set_timer(wait, self._redraw_fresh)
 
     def on_hardware_sampled(self, message: HardwareSampled) -> None:
         self.hardware = message.hardware
@@ -263,6 +277,7 @@ class IetopApp(App[None]):
     def refresh_view(self) -> None:
         if self.paused and self.setup.clock is None and self.snap is not None:
             return
+        began = time.monotonic()
         snap = self.view.snapshot(self.now(), WINDOWS[self.window_index])
         if snap is self.snap and self.hardware is self._drawn_hardware:
             return
@@ -284,6 +299,7 @@ class IetopApp(App[None]):
         hints.show(snap)
         requests.show(snap)
         events_table.show(snap)
+        self._redraw_after = began + (time.monotonic() - began) / REDRAW_SHARE
 
     def _status_text(self) -> str:
         clock = self.setup.clock

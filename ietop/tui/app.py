@@ -48,6 +48,10 @@ arrive, so an idle dashboard still wakes only on the timer."""
 REDRAW_SHARE = 0.25
 """Timer redraws take at most this share of the main thread: when each is dear (a burst of lines into a full
 view rebuilds the tables), the screen updates less often and the feeds keep their pace."""
+BURST_ITEMS = 5_000
+BURST_SHARE = 0.08
+"""While a flood comes in (BURST_ITEMS events applied since the last redraw), a smaller share: Textual's
+rendering of the rebuilt tables comes on top of what a redraw measures, about twice as much again."""
 INFLIGHT = 4
 """Event batches posted but not yet applied, across all feeds."""
 COMPACT_BELOW = 34
@@ -125,6 +129,8 @@ class IetopApp(App[None]):
         self.replay_held = False
         self._redraw_due = False
         self._redraw_after = 0.0
+        self._applied = 0
+        """Events applied since the last redraw."""
         """A timer's redraw waits until then (the last one's cost, paid off at REDRAW_SHARE)."""
         self._jump_mark: int | None = None
         """While a replay jumps: Store.events_total when it began."""
@@ -208,6 +214,7 @@ class IetopApp(App[None]):
             applied = len(batch.items)
         else:
             applied = self._apply_until_event(batch)
+        self._applied += applied
         if batch.ack and self.setup.clock is not None:
             self.setup.clock.ack(applied)
         for src, n in batch.lines.items():
@@ -299,7 +306,8 @@ class IetopApp(App[None]):
         hints.show(snap)
         requests.show(snap)
         events_table.show(snap)
-        self._redraw_after = began + (time.monotonic() - began) / REDRAW_SHARE
+        share = BURST_SHARE if self._applied >= BURST_ITEMS else REDRAW_SHARE
+        self._redraw_after, self._applied = began + (time.monotonic() - began) / share, 0
 
     def _status_text(self) -> str:
         clock = self.setup.clock

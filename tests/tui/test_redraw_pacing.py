@@ -8,7 +8,8 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 
-from ietop.tui.app import REDRAW_SHARE, IetopApp, Setup
+from ietop.feeds import Batch
+from ietop.tui.app import BURST_ITEMS, BURST_SHARE, REDRAW_SHARE, EventsBatch, IetopApp, Setup
 from ietop.tui.run import new_store
 from parsers.events import HttpAccess
 
@@ -47,3 +48,20 @@ async def test_the_pacing_follows_the_measured_cost() -> None:
         app.refresh_view()
         spent = time.monotonic() - began
         assert began < app._redraw_after <= began + spent / REDRAW_SHARE + 0.001
+
+
+async def test_a_flood_since_the_last_redraw_takes_the_smaller_share() -> None:
+    store, view, evidence = new_store()
+    app = IetopApp(store, view, evidence, Setup(feeds=[], hardware=False))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.2)
+        for share, applied in ((BURST_SHARE, BURST_ITEMS), (REDRAW_SHARE, BURST_ITEMS - 1)):
+            app.snap, app._applied = None, applied
+            began = time.monotonic()
+            app.refresh_view()
+            spent = time.monotonic() - began
+            assert began + spent / share * 0.5 < app._redraw_after <= began + spent / share + 0.001
+            assert app._applied == 0
+        src = store.add_source("server.log", "ollama")
+        app.on_events_batch(EventsBatch(Batch([(src, time.time(), _request(i)) for i in range(3)]), counted=False))
+        assert app._applied == 3, "what a flood is counts the events the batches brought"

@@ -129,9 +129,9 @@ class IetopApp(App[None]):
         self.replay_held = False
         self._redraw_due = False
         self._redraw_after = 0.0
+        """A timer's redraw waits until then (the last one's cost, paid off at REDRAW_SHARE or BURST_SHARE)."""
         self._applied = 0
         """Events applied since the last redraw."""
-        """A timer's redraw waits until then (the last one's cost, paid off at REDRAW_SHARE)."""
         self._jump_mark: int | None = None
         """While a replay jumps: Store.events_total when it began."""
 

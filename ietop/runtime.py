@@ -21,7 +21,8 @@ faster in 4, median per-round ratio 1.07. Higher costs memory: Textual's and asy
 longer and fragments the heap. The replay of 1.13M inference requests held 112.4 MB at 700, 125.2 MB at 3,000
 (peak 125.4), 141.3 MB at 10,000 (peak 142.8) and 148.3 MB at 20,000 (peak 151.6, over the 150 MB budget):
 10,000 is the largest setting that keeps the peak within it with room to spare. (Those replays read each line in
-full; since the replay parses as the live tail does, 10,000 holds 134.7 MB, peak 135.9, 2026-11-30.)"""
+full; since the replay parses as the live tail does, 10,000 holds 134.7 MB, peak 135.9, and with the redraws
+paced by their cost 120.0 MB, peak 121.9, 2026-11-30.)"""
 
 _tuned = False
 

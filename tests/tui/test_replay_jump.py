@@ -2,8 +2,9 @@
 
 The expected stops are worked out without the app: the same replay drained at full speed and applied one
 item at a time into a store of its own, noting each item after which Store.events_total grew (by one, or by
-two where one line both ends a load and begins an unload). The app must stop with exactly that many items applied (nothing past the event), and a replay resumed after
-jumps must end with the same store as one never interrupted (what a jump takes back is released again)."""
+two where one error line also ends a load as failed). The app must stop with exactly that many items applied
+(nothing past the event), and a replay resumed after jumps must end with the same store as one never
+interrupted (what a jump takes back is released again)."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ Everything is bounded: `keep` records per kind, `SAMPLES` latency samples.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ietop.model.hints import HintContext, HintEngine
@@ -19,6 +20,19 @@ from parsers.ollama_msgs import human_bytes
 
 SAMPLES = 50_000
 """Latency samples kept for the windows: 15 minutes at ~55 requests/s; older ones fall off."""
+
+
+@dataclass(frozen=True, slots=True)
+class _RecordParts:
+    """A snapshot's parts that only the store's records decide, for one store version."""
+
+    version: int
+    pending_loads: list[Load]
+    pending_unloads: list[Unload]
+    samples: list[Sample]
+    """By time."""
+    base: Snapshot
+    """Everything but the window's fields."""
 
 
 class LiveView:
@@ -40,7 +54,7 @@ class LiveView:
         self.evict_counts: dict[str, int] = {}
         self._built: tuple[int, float, float] | None = None
         self._last: Snapshot | None = None
-        self._parts: tuple[int, list[Load], list[Unload], list[Sample], dict[str, Any]] | None = None
+        self._parts: _RecordParts | None = None
 
     def attach(self, store: Store) -> None:
         self.store = store
@@ -68,22 +82,22 @@ class LiveView:
         key = (store.version, round(now), window_s)
         if self._last is not None and self._built == key:
             return self._last
-        parts = self._parts if self._parts is not None and self._parts[0] == store.version else None
+        parts = self._parts if self._parts is not None and self._parts.version == store.version else None
         if parts is None:
             # What only the store's records decide: kept while its version holds, so a second that only moves
             # the clock recomputes the windows (latency, hints) and nothing else.
-            parts = self._parts = (store.version, *self._record_parts(store))
-        _version, pending_loads, pending_unloads, samples, fields = parts
+            parts = self._parts = self._record_parts(store)
         cfg = store.settings
         ctx = HintContext(cfg.configured, cfg.configured_ref, cfg.effective, cfg.effective_ref,
                           aliases=dict(store.loads.aliases))
-        hints = self.hints.evaluate(ctx, now - window_s, extra_loads=pending_loads, extra_unloads=pending_unloads)
-        snap = Snapshot(now=now, window_s=window_s, latency=latency_rows(samples, store, now, window_s),
-                        hints=tuple(hints), **fields)
+        hints = self.hints.evaluate(ctx, now - window_s, extra_loads=parts.pending_loads,
+                                    extra_unloads=parts.pending_unloads)
+        snap = replace(parts.base, now=now, window_s=window_s, hints=tuple(hints),
+                       latency=latency_rows(parts.samples, store, now, window_s))
         self._built, self._last = key, snap
         return snap
 
-    def _record_parts(self, store: Store) -> tuple[list[Load], list[Unload], list[Sample], dict[str, Any]]:
+    def _record_parts(self, store: Store) -> _RecordParts:
         pending_loads, pending_unloads = store.loads.pending()
         loads = _unique([*self.loads, *pending_loads], lambda ld: ld.t_end if ld.t_end is not None else ld.t_begin)
         unloads = _unique([*self.unloads, *pending_unloads], lambda u: u.t)
@@ -92,23 +106,27 @@ class LiveView:
             return store.loads.name(model) if model else None
 
         cfg = store.settings
-        fields: dict[str, Any] = {
-            "version": store.version,
-            "engines": self._engines(store),
-            "resident": resident_rows(store, loads, unloads),
-            "requests": tuple(reversed(self.requests)),
-            "events": event_rows(loads, unloads, self.simple, names),
-            "timeline": build_timeline(loads, unloads, names),
-            "sources": tuple(SourceRow(s.path, s.engine, s.lines, s.unparsed_lines, s.version) for s in store.sources),
-            "configured": dict(cfg.configured),
-            "effective": dict(cfg.effective),
-            "counts": dict(store.counts),
-            "aliases": dict(store.loads.aliases),
-            "log_gpus": tuple(LogGpu(g.name or g.device_id, human_bytes(g.total), human_bytes(g.available))
-                              for g in store.gpus.values()),
-        }
+        base = Snapshot(
+            version=store.version,
+            now=0.0,  # the window's fields (now, window_s, latency, hints) are filled per call
+            window_s=0.0,
+            engines=self._engines(store),
+            resident=resident_rows(store, loads, unloads),
+            latency=(),
+            requests=tuple(reversed(self.requests)),
+            events=event_rows(loads, unloads, self.simple, names),
+            hints=(),
+            timeline=build_timeline(loads, unloads, names),
+            sources=tuple(SourceRow(s.path, s.engine, s.lines, s.unparsed_lines, s.version) for s in store.sources),
+            configured=dict(cfg.configured),
+            effective=dict(cfg.effective),
+            counts=dict(store.counts),
+            aliases=dict(store.loads.aliases),
+            log_gpus=tuple(LogGpu(g.name or g.device_id, human_bytes(g.total), human_bytes(g.available))
+                           for g in store.gpus.values()),
+        )
         # By time, for the windows' bisection (samples arrive in apply order, nearly sorted: a cheap sort).
-        return pending_loads, pending_unloads, sorted(self.samples, key=sample_time), fields
+        return _RecordParts(store.version, pending_loads, pending_unloads, sorted(self.samples, key=sample_time), base)
 
     @staticmethod
     def _engines(store: Store) -> tuple[EngineRow, ...]:

@@ -28,6 +28,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -50,13 +52,13 @@ def append(path: Path, text: str) -> float:
     return time.perf_counter()  # after close: the bytes are in the file
 
 
-async def dashboard(n: int, seed: int) -> list[float]:
+@asynccontextmanager
+async def followed_dashboard() -> AsyncIterator[tuple[Any, Any, Path]]:
+    """(app, pilot, log): the live app headless, following an empty log in a temporary directory (hardware
+    sampling off), once its tailer is following. bench/dashboard_loaded.py uses it too."""
     from ietop.discover import Plan
     from ietop.tui.run import live_app
-    from ietop.tui.widgets.requests import RequestsTable
 
-    rng = random.Random(seed)
-    out: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "ollama.log"
         log.write_text("")
@@ -64,16 +66,25 @@ async def dashboard(n: int, seed: int) -> list[float]:
         app.setup.hardware = False
         async with app.run_test(size=SIZE) as pilot:
             await pilot.pause(1.0)  # the tailer is following by now
-            table = app.query_one(RequestsTable)
-            for i in range(n):
-                await asyncio.sleep(rng.uniform(0.05, 0.6))
-                t0 = append(log, gin_line(i))
-                deadline = t0 + 5.0
-                while len(table.records) <= i:
-                    if time.perf_counter() > deadline:
-                        raise RuntimeError(f"line {i} did not reach the Requests table within 5 s")
-                    await asyncio.sleep(0.001)
-                out.append(time.perf_counter() - t0)
+            yield app, pilot, log
+
+
+async def dashboard(n: int, seed: int) -> list[float]:
+    from ietop.tui.widgets.requests import RequestsTable
+
+    rng = random.Random(seed)
+    out: list[float] = []
+    async with followed_dashboard() as (app, _pilot, log):
+        table = app.query_one(RequestsTable)
+        for i in range(n):
+            await asyncio.sleep(rng.uniform(0.05, 0.6))
+            t0 = append(log, gin_line(i))
+            deadline = t0 + 5.0
+            while len(table.records) <= i:
+                if time.perf_counter() > deadline:
+                    raise RuntimeError(f"line {i} did not reach the Requests table within 5 s")
+                await asyncio.sleep(0.001)
+            out.append(time.perf_counter() - t0)
     return out
 
 

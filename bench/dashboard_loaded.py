@@ -31,14 +31,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+from append_to_screen import append, followed_dashboard, gin_line  # noqa: E402  (the same app set-up)
+
 GENERATOR = REPO / "bench" / "gen_ollama_log.py"
-SIZE = (120, 40)
 IDLE_CPU_MAX = 1.0
 APPEND_MAX_S = 0.25
 INGEST_MIN = 100_000
@@ -49,67 +50,54 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _append(path: Path, data: bytes) -> None:
-    """One write, as a server's logger makes it (blocking on purpose: the app runs on the same loop)."""
+def _write_bytes(path: Path, data: bytes) -> None:
+    """The burst in one write, bytes as they are (the SYNTHETIC log holds invalid UTF-8 on purpose)."""
     with open(path, "ab") as f:
         f.write(data)
-
-
-def _gin(i: int) -> str:
-    stamp = datetime.now().strftime("%Y/%m/%d - %H:%M:%S")
-    return f'[GIN] {stamp} | 200 |  1.{i:06d}s |       127.0.0.1 | POST     "/api/chat"\n'
 
 
 async def run_app(log_data: bytes | None, idle_s: float, appends: int, seed: int) -> dict[str, Any]:
     """Follow an empty file; append `log_data` at once (the burst), wait until it is in, then idle, then
     append single inference lines one at a time."""
-    from ietop.discover import Plan
-    from ietop.tui.run import live_app
     from ietop.tui.widgets.requests import RequestsTable
 
     out: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "ollama.log"
-        log.write_text("")
-        app = live_app(Plan(logs=[("ollama", str(log))]))
-        app.setup.hardware = False
-        async with app.run_test(size=SIZE) as pilot:
-            await pilot.pause(1.0)  # following by now
-            if log_data:
-                lines = log_data.count(b"\n")
-                lags: list[float] = []
-                t0 = time.perf_counter()
-                _append(log, log_data)
-                while app.store.sources[0].lines < lines:
-                    if time.perf_counter() - t0 > 600:
-                        raise RuntimeError("the burst was not ingested within 600 s")
-                    a = time.perf_counter()
-                    await asyncio.sleep(0.01)
-                    lags.append(time.perf_counter() - a - 0.01)
-                took = time.perf_counter() - t0
-                lags.sort()
-                out["burst"] = {"lines": lines, "seconds": took, "lines_per_s": lines / took,
-                                "loop_lag_p50_s": lags[len(lags) // 2], "loop_lag_max_s": lags[-1]}
-                out["requests_kept"] = len(app.view.requests)
-            await pilot.pause(3.0)
-            c0, t0 = _cpu(), time.perf_counter()
-            await pilot.pause(idle_s)
-            out["idle_cpu_pct"] = 100 * (_cpu() - c0) / (time.perf_counter() - t0)
-            table = app.query_one(RequestsTable)
-            rng = random.Random(seed)
-            waits: list[float] = []
-            for i in range(appends):
-                await asyncio.sleep(rng.uniform(0.05, 0.6))
-                want = float(f"1.{i:06d}")
+    async with followed_dashboard() as (app, pilot, log):
+        if log_data:
+            lines = log_data.count(b"\n")
+            lags: list[float] = []
+            t0 = time.perf_counter()
+            _write_bytes(log, log_data)
+            while app.store.sources[0].lines < lines:
+                if time.perf_counter() - t0 > 600:
+                    raise RuntimeError("the burst was not ingested within 600 s")
                 a = time.perf_counter()
-                _append(log, _gin(i).encode())
-                while not any(r.latency_s == want for r in table.records[:3]):
-                    if time.perf_counter() - a > 5:
-                        raise RuntimeError(f"appended line {i} not in the Requests table within 5 s")
-                    await asyncio.sleep(0.001)
-                waits.append(time.perf_counter() - a)
-            waits.sort()
-            out["append_s"] = {"p50": waits[len(waits) // 2], "p95": waits[int(len(waits) * 0.95)], "max": waits[-1]}
+                await asyncio.sleep(0.01)
+                lags.append(time.perf_counter() - a - 0.01)
+            took = time.perf_counter() - t0
+            lags.sort()
+            out["burst"] = {"lines": lines, "seconds": took, "lines_per_s": lines / took,
+                            "loop_lag_p50_s": lags[len(lags) // 2], "loop_lag_max_s": lags[-1]}
+            out["requests_kept"] = len(app.view.requests)
+        await pilot.pause(3.0)
+        c0, t0 = _cpu(), time.perf_counter()
+        await pilot.pause(idle_s)
+        out["idle_cpu_pct"] = 100 * (_cpu() - c0) / (time.perf_counter() - t0)
+        table = app.query_one(RequestsTable)
+        rng = random.Random(seed)
+        waits: list[float] = []
+        for i in range(appends):
+            await asyncio.sleep(rng.uniform(0.05, 0.6))
+            want = float(f"1.{i:06d}")
+            a = time.perf_counter()
+            append(log, gin_line(i))
+            while not any(r.latency_s == want for r in table.records[:3]):
+                if time.perf_counter() - a > 5:
+                    raise RuntimeError(f"appended line {i} not in the Requests table within 5 s")
+                await asyncio.sleep(0.001)
+            waits.append(time.perf_counter() - a)
+        waits.sort()
+        out["append_s"] = {"p50": waits[len(waits) // 2], "p95": waits[int(len(waits) * 0.95)], "max": waits[-1]}
     return out
 
 

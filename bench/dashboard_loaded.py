@@ -63,6 +63,7 @@ async def run_app(log_data: bytes | None, idle_s: float, appends: int, seed: int
 
     out: dict[str, Any] = {}
     async with followed_dashboard() as (app, pilot, log):
+        costs = _record_redraw_costs(app)
         if log_data:
             lines = log_data.count(b"\n")
             lags: list[float] = []
@@ -77,13 +78,15 @@ async def run_app(log_data: bytes | None, idle_s: float, appends: int, seed: int
             took = time.perf_counter() - t0
             lags.sort()
             out["burst"] = {"lines": lines, "seconds": took, "lines_per_s": lines / took,
-                            "loop_lag_p50_s": lags[len(lags) // 2], "loop_lag_max_s": lags[-1]}
+                            "loop_lag_p50_s": lags[len(lags) // 2], "loop_lag_max_s": lags[-1],
+                            "redraws": _summary(costs)}
             out["requests_kept"] = len(app.view.requests)
         await pilot.pause(3.0)
         c0, t0 = _cpu(), time.perf_counter()
         await pilot.pause(idle_s)
         out["idle_cpu_pct"] = 100 * (_cpu() - c0) / (time.perf_counter() - t0)
         table = app.query_one(RequestsTable)
+        costs.clear()
         rng = random.Random(seed)
         waits: list[float] = []
         for i in range(appends):
@@ -98,7 +101,26 @@ async def run_app(log_data: bytes | None, idle_s: float, appends: int, seed: int
             waits.append(time.perf_counter() - a)
         waits.sort()
         out["append_s"] = {"p50": waits[len(waits) // 2], "p95": waits[int(len(waits) * 0.95)], "max": waits[-1]}
+        out["append_redraws"] = _summary(costs)
     return out
+
+
+def _record_redraw_costs(app: Any) -> list[float]:
+    """Each redraw's whole cost as the app's pacer knows it once the screen has been refreshed after it."""
+    costs: list[float] = []
+    pacer, rendered = app.pacer, app.pacer.rendered
+
+    def record(token: int) -> None:
+        rendered(token)
+        costs.append(pacer.cost)
+
+    pacer.rendered = record
+    return costs
+
+
+def _summary(costs: list[float]) -> dict[str, float]:
+    xs = sorted(costs)
+    return {"count": len(xs), "cost_p50_s": xs[len(xs) // 2] if xs else 0.0, "cost_max_s": xs[-1] if xs else 0.0}
 
 
 def pipeline_ingest(path: Path) -> float:
@@ -151,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  baselines: the empty view; for the burst, the pipeline outside the app on the same file. Loop lag "
           f"during the burst p50 {burst['loop_lag_p50_s'] * 1e3:.0f} ms, max {burst['loop_lag_max_s'] * 1e3:.0f} ms; "
           f"requests kept {full['requests_kept']:,}")
+    for name, key in (("burst", None), ("appends, full view", "full"), ("appends, empty view", "empty")):
+        r = burst["redraws"] if key is None else (full if key == "full" else empty)["append_redraws"]
+        print(f"  redraws during the {name}: {r['count']}, each costing p50 {r['cost_p50_s'] * 1e3:.0f} ms, "
+              f"max {r['cost_max_s'] * 1e3:.0f} ms of main-thread CPU (Textual's rendering after it included)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"full": full, "empty": empty, "pipeline_lines_per_s": pipeline,
                                     "size": args.size, "seed": args.seed}, indent=2))

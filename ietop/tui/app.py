@@ -26,6 +26,7 @@ from ietop.model.live import LiveView
 from ietop.model.records import Ref
 from ietop.model.snapshot import WINDOWS, Snapshot
 from ietop.model.store import Store
+from ietop.tui.pacing import RedrawPacer
 from ietop.tui.screens.detail import DetailScreen, event_view, hint_view, request_view
 from ietop.tui.screens.help import HelpScreen
 from ietop.tui.screens.timeline import TimelineScreen
@@ -45,13 +46,6 @@ FRESH_S = 0.1
 """Live: new lines redraw the screen this soon, however the 0.5 s timer is phased (DESIGN.md: an appended
 line is on screen within 250 ms). A burst within it is one redraw: at most 10 a second, only while lines
 arrive, so an idle dashboard still wakes only on the timer."""
-REDRAW_SHARE = 0.25
-"""Timer redraws take at most this share of the main thread: when each is dear (a burst of lines into a full
-view rebuilds the tables), the screen updates less often and the feeds keep their pace."""
-BURST_ITEMS = 5_000
-BURST_SHARE = 0.08
-"""While a flood comes in (BURST_ITEMS events applied since the last redraw), a smaller share: Textual's
-rendering of the rebuilt tables comes on top of what a redraw measures, about twice as much again."""
 INFLIGHT = 4
 """Event batches posted but not yet applied, across all feeds."""
 COMPACT_BELOW = 34
@@ -128,10 +122,7 @@ class IetopApp(App[None]):
         self._replay_done = False
         self.replay_held = False
         self._redraw_due = False
-        self._redraw_after = 0.0
-        """A timer's redraw waits until then (the last one's cost, paid off at REDRAW_SHARE or BURST_SHARE)."""
-        self._applied = 0
-        """Events applied since the last redraw."""
+        self.pacer = RedrawPacer()
         self._jump_mark: int | None = None
         """While a replay jumps: Store.events_total when it began."""
 
@@ -209,12 +200,13 @@ class IetopApp(App[None]):
         batch = message.batch
         if message.counted:
             self._inflight.release()
+        cpu = self.pacer.apply_began()
         if self._jump_mark is None:
             self.store.apply_all(batch.items)
             applied = len(batch.items)
         else:
             applied = self._apply_until_event(batch)
-        self._applied += applied
+        self.pacer.apply_ended(cpu, applied)
         if batch.ack and self.setup.clock is not None:
             self.setup.clock.ack(applied)
         for src, n in batch.lines.items():
@@ -261,7 +253,7 @@ class IetopApp(App[None]):
 
     def _timed_redraw(self) -> None:
         """What the timers call: a redraw now, or once the last one's cost is paid off (one timer for it)."""
-        wait = self._redraw_after - time.monotonic()
+        wait = self.pacer.wait()
         if wait <= 0:
             self.refresh_view()
         elif not self._redraw_due:
@@ -284,7 +276,7 @@ class IetopApp(App[None]):
     def refresh_view(self) -> None:
         if self.paused and self.setup.clock is None and self.snap is not None:
             return
-        began = time.monotonic()
+        mark = self.pacer.began()
         snap = self.view.snapshot(self.now(), WINDOWS[self.window_index])
         if snap is self.snap and self.hardware is self._drawn_hardware:
             return
@@ -306,8 +298,7 @@ class IetopApp(App[None]):
         hints.show(snap)
         requests.show(snap)
         events_table.show(snap)
-        share = BURST_SHARE if self._applied >= BURST_ITEMS else REDRAW_SHARE
-        self._redraw_after, self._applied = began + (time.monotonic() - began) / share, 0
+        self.call_after_refresh(self.pacer.rendered, self.pacer.drew(mark))
 
     def _status_text(self) -> str:
         clock = self.setup.clock

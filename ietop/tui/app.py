@@ -38,6 +38,7 @@ from ietop.tui.widgets.latency import LatencyPanel
 from ietop.tui.widgets.memory import Hardware, MemoryPanel
 from ietop.tui.widgets.requests import COLUMNS, RequestsTable
 from ietop.tui.widgets.residency import ResidencyTable
+from ietop.tui.widgets.rowtable import RowTable
 
 REFRESH_S = 0.5
 HANGUP_CHECK_S = 1.0
@@ -382,8 +383,9 @@ class IetopApp(App[None]):
         table.focus()
 
     @on(DataTable.RowSelected)
-    def _open_detail(self, event: DataTable.RowSelected) -> None:
-        table = event.data_table
+    @on(RowTable.Selected)
+    def _open_detail(self, event: DataTable.RowSelected | RowTable.Selected) -> None:
+        table = event.data_table if isinstance(event, DataTable.RowSelected) else event.table
         if isinstance(table, RequestsTable) and (req := table.selected()) is not None:
             name = self.snap.model_name(req.model) if self.snap is not None else None
             self.push_screen(DetailScreen("Request", request_view(req, self.lookup, name)))

@@ -31,6 +31,12 @@ def safe(value: object, style: str = "") -> Text:
     return Text(clean(value) if value is not None else "—", style=style)
 
 
+def cell(value: object, style: str = "") -> tuple[str, str]:
+    """A RowTable cell: the text made inert as `safe` makes it, tabs as spaces (a cell is one line of fixed
+    width), and a style definition."""
+    return (clean(value).replace("\t", " ") if value is not None else "—", style)
+
+
 def size(n: int | float | None) -> str:
     if n is None:
         return "—"

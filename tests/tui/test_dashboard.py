@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from textual.coordinate import Coordinate
+from textual.widgets import DataTable
 
 from ietop.model.snapshot import WINDOWS
 from ietop.tui.run import replay_app
@@ -19,11 +21,14 @@ from ietop.tui.widgets.events import EventsTable
 from ietop.tui.widgets.hints import HintsTable
 from ietop.tui.widgets.requests import RequestsTable
 from ietop.tui.widgets.residency import ResidencyTable
+from ietop.tui.widgets.rowtable import RowTable
 from tests.tui.support import INCIDENT, replay_to_end
 
 
-def _column(table: object, col: int) -> list[str]:
-    return [str(table.get_cell_at((r, col))) for r in range(table.row_count)]  # type: ignore[attr-defined]
+def _column(table: DataTable[object] | RowTable, col: int) -> list[str]:
+    if isinstance(table, RowTable):
+        return [table.cell_text(r, col) for r in range(table.row_count)]
+    return [str(table.get_cell_at(Coordinate(r, col))) for r in range(table.row_count)]
 
 
 @pytest.fixture

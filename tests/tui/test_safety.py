@@ -29,7 +29,7 @@ async def test_hostile_log_line_is_shown_literally() -> None:
     async with app.run_test(size=(160, 40)) as pilot:
         await replay_to_end(pilot)
         table = app.query_one(EventsTable)
-        cells = [str(table.get_cell_at((r, 3))) for r in range(table.row_count)]
+        cells = [table.cell_text(r, 3) for r in range(table.row_count)]
         hostile = next(c for c in cells if "pwned" in c)
         assert "[bold red]pwned[/bold red] [link=http://evil]x[/link]" in hostile
         # The parser strips ANSI sequences from messages (they are paste artefacts): nothing raw remains.

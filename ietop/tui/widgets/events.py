@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from rich.text import Text
-from textual.widgets import DataTable
+from typing import Any
 
 from ietop.model.snapshot import EventRow, Snapshot
-from ietop.tui.format import clock, safe
+from ietop.tui.format import cell, clock
+from ietop.tui.widgets.rowtable import RowTable
 
 KIND_STYLE = {"load": "green", "load_failed": "bold red", "evict": "bold magenta", "expire": "yellow",
               "switch": "magenta", "unload": "yellow", "crash": "bold red", "truncation": "bold yellow",
@@ -14,26 +14,20 @@ KIND_STYLE = {"load": "green", "load_failed": "bold red", "evict": "bold magenta
 SHOWN = 300
 
 
-class EventsTable(DataTable[object]):
+class EventsTable(RowTable):
     BORDER_TITLE = "Events"
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(("time", "kind", "engine", "what"), **kwargs)
         self.records: tuple[EventRow, ...] = ()
-
-    def on_mount(self) -> None:
-        self.cursor_type = "row"
-        self.add_columns("time", "kind", "engine", "what")
 
     def show(self, snap: Snapshot) -> None:
         rows = snap.events[:SHOWN]
         if rows == self.records:
             return
         self.records = rows
-        self.clear()
-        for e in rows:
-            self.add_row(Text(clock(e.time, e.t)), Text(e.kind, style=KIND_STYLE.get(e.kind, "")), safe(e.engine),
-                         safe(e.text))
+        self.set_rows([((clock(e.time, e.t), ""), (e.kind, KIND_STYLE.get(e.kind, "")), cell(e.engine), cell(e.text))
+                       for e in rows])
 
     def selected(self) -> EventRow | None:
         if not self.records or self.cursor_row >= len(self.records):

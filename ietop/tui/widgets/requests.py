@@ -1,6 +1,6 @@
 """Requests: the newest inference requests with the facts ietop derived for each; sortable, filterable.
 
-Enter opens the request with its evidence lines (the app handles RowSelected)."""
+Enter opens the request with its evidence lines (the app handles RowTable.Selected)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import DataTable
 
 from ietop.model.records import Request
 from ietop.model.snapshot import Snapshot
-from ietop.tui.format import clock, safe, secs
+from ietop.tui.format import cell, clock, secs
+from ietop.tui.widgets.rowtable import Cell, RowTable
 
 SHOWN = 200
-"""Rows in the table (the filter and the sort see every request kept): each costs ~0.12 ms to build on every
-change, and 500 made a busy view's redraw ~65 ms."""
+"""Rows in the table (the filter and the sort see every request kept)."""
 COLUMNS = ("time", "engine", "model", "status", "prompt", "trunc", "output", "load wait", "TTFT", "ITL", "total")
+_NUMBERS = ("status", "prompt", "output", "load wait", "TTFT", "ITL", "total")
 _SORT_KEYS: dict[str, Callable[[Request], Any]] = {
     "time": lambda r: r.t_end,
     "engine": lambda r: r.engine,
@@ -39,21 +39,30 @@ def matches(req: Request, needle: str, model: str | None = None) -> bool:
     return needle.lower() in hay
 
 
-class RequestsTable(DataTable[object]):
+def request_cells(r: Request, model: str | None) -> tuple[Cell, ...]:
+    bad = r.status >= 400
+    return (
+        (clock(r.time, r.t_end), ""), cell(r.engine), cell(model or "?"),
+        (str(r.status), "bold red" if bad else "green"),
+        ("—" if r.prompt_tokens is None else str(r.prompt_tokens), ""),
+        ("yes", "bold yellow") if r.truncated else ("", ""),
+        ("—" if r.output_tokens is None else str(r.output_tokens), ""),
+        (secs(r.load_s) if r.cold_load else "", "bold magenta"),
+        (secs(r.ttft_s), ""), (secs(r.itl_s), ""),
+        (secs(r.latency_s), "bold red" if (r.latency_s or 0) > 30 else ""),
+    )
+
+
+class RequestsTable(RowTable):
     BORDER_TITLE = "Requests"
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(COLUMNS, right=_NUMBERS, **kwargs)
         self.records: list[Request] = []
         self.filter_text = ""
         self.sort_column = "time"
         self.sort_reverse = True
         self._shown: tuple[int, ...] = ()
-
-    def on_mount(self) -> None:
-        self.cursor_type = "row"
-        for name in COLUMNS:
-            self.add_column(name, key=name)
 
     def show(self, snap: Snapshot, force: bool = False) -> None:
         needle = self.filter_text
@@ -68,22 +77,7 @@ class RequestsTable(DataTable[object]):
         if self.filter_text:
             title += f" · filter “{self.filter_text}” → {len(rows)}"
         self.border_title = Text(title).plain
-        row_before = self.cursor_row
-        self.clear()
-        for r in rows:
-            bad = r.status >= 400
-            self.add_row(
-                Text(clock(r.time, r.t_end)), safe(r.engine), safe(snap.model_name(r.model) or "?"),
-                Text(str(r.status), style="bold red" if bad else "green"),
-                Text("—" if r.prompt_tokens is None else str(r.prompt_tokens)),
-                Text("yes", style="bold yellow") if r.truncated else Text(""),
-                Text("—" if r.output_tokens is None else str(r.output_tokens)),
-                Text(secs(r.load_s) if r.cold_load else "", style="bold magenta"),
-                Text(secs(r.ttft_s)), Text(secs(r.itl_s)),
-                Text(secs(r.latency_s), style="bold red" if (r.latency_s or 0) > 30 else ""),
-            )
-        if rows:
-            self.move_cursor(row=min(row_before, len(rows) - 1))
+        self.set_rows([request_cells(r, snap.model_name(r.model)) for r in rows])
 
     def sort_by(self, column: str) -> None:
         if column == self.sort_column:
@@ -91,8 +85,8 @@ class RequestsTable(DataTable[object]):
         else:
             self.sort_column, self.sort_reverse = column, True
 
-    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
-        self.sort_by(str(event.column_key.value))
+    def on_row_table_header_clicked(self, event: RowTable.HeaderClicked) -> None:
+        self.sort_by(event.column)
         self._shown = ()
 
     def selected(self) -> Request | None:

@@ -1,0 +1,183 @@
+"""A read-only table drawn line by line (Textual's Line API): what the busy panels (Requests, Events) use.
+
+Textual's DataTable measures every cell of every new row with Rich and renders each visible cell through
+Rich's pipeline. Those panels replace all their rows whenever requests arrive; with 200 requests and 300
+events shown that was ~170 ms of measuring and ~100 ms of rendering per redraw on the main thread (py-spy and
+cProfile of bench/dashboard_loaded.py), which the feeds then waited for. Here a cell is a plain string and a
+style name: a column is as wide as its widest string (`cell_len`), and a visible line is a handful of
+segments, so a redraw costs about what the rows it shows cost.
+
+Text must be made inert before it gets here (`ietop.tui.format.clean`): cells go to the terminal as they are,
+never through Rich's markup parser. Keys and mouse follow DataTable's: the cursor moves with the arrows and
+pages, Enter or a click on the highlighted row selects it, a click on a heading reports the column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from rich.cells import cell_len, set_cell_size
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+Cell = tuple[str, str]
+"""A cell: its text (inert already) and a Rich style definition ("" for none)."""
+GAP = 2
+"""Blank cells between two columns (DataTable pads each cell by one on either side)."""
+
+
+class RowTable(ScrollView, can_focus=True):
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"rowtable--header", "rowtable--cursor"}
+    DEFAULT_CSS = """
+    RowTable > .rowtable--header { text-style: bold; color: $foreground; background: $panel; }
+    RowTable > .rowtable--cursor { background: $block-cursor-blurred-background; }
+    RowTable:focus > .rowtable--cursor { color: $block-cursor-foreground; background: $block-cursor-background;
+                                         text-style: $block-cursor-text-style; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select", "select", show=False),
+        Binding("up", "cursor(-1)", "up", show=False),
+        Binding("down", "cursor(1)", "down", show=False),
+        Binding("pageup", "page(-1)", "page up", show=False),
+        Binding("pagedown", "page(1)", "page down", show=False),
+        Binding("home", "cursor_to(0)", "first", show=False),
+        Binding("end", "cursor_to(-1)", "last", show=False),
+    ]
+
+    class Selected(Message):
+        """Enter, or a click on the highlighted row."""
+
+        def __init__(self, table: RowTable, row: int) -> None:
+            super().__init__()
+            self.table = table
+            self.row = row
+
+    class HeaderClicked(Message):
+        def __init__(self, table: RowTable, column: str) -> None:
+            super().__init__()
+            self.table = table
+            self.column = column
+
+    def __init__(self, columns: Sequence[str], *, right: Sequence[str] = (), **kwargs: Any) -> None:
+        """`right`: the columns whose cells are right-aligned (numbers)."""
+        super().__init__(**kwargs)
+        self.columns = tuple(columns)
+        self._right = frozenset(right)
+        self.rows: list[tuple[Cell, ...]] = []
+        self.cursor_row = 0
+        self._widths = tuple(cell_len(c) for c in self.columns)
+        self._header: tuple[Cell, ...] = tuple((c, "") for c in self.columns)
+        self._styles: dict[str, Style] = {}
+
+    @property
+    def row_count(self) -> int:
+        return len(self.rows)
+
+    def cell_text(self, row: int, column: int) -> str:
+        return self.rows[row][column][0]
+
+    def set_rows(self, rows: list[tuple[Cell, ...]]) -> None:
+        """Replace the rows; the cursor keeps its position (clamped), as DataTable's did after clear()."""
+        self.rows = rows
+        widths = [cell_len(c) for c in self.columns]
+        for i, column in enumerate(zip(*rows, strict=True)):
+            texts = [text for text, _style in column]
+            # cell_len() only for a column with a character that may be wide: most are ASCII, len() is C.
+            wide = not "".join(texts).isascii()
+            widths[i] = max(widths[i], max(map(cell_len if wide else len, texts)))
+        self._widths = tuple(widths)
+        self.cursor_row = max(0, min(self.cursor_row, len(rows) - 1))
+        self.virtual_size = Size(sum(widths) + GAP * len(widths), len(rows) + 1)
+        self.refresh()
+
+    def move_cursor(self, row: int) -> None:
+        if not self.rows:
+            return
+        self.cursor_row = max(0, min(row, len(self.rows) - 1))
+        shown = max(1, self.scrollable_content_region.height - 1)
+        top = int(self.scroll_y)
+        if self.cursor_row < top:
+            self.scroll_to(y=self.cursor_row, animate=False)
+        elif self.cursor_row >= top + shown:
+            self.scroll_to(y=self.cursor_row - shown + 1, animate=False)
+        self.refresh()
+
+    # -- drawing -------------------------------------------------------------------------------
+    def _style(self, spec: str) -> Style:
+        style = self._styles.get(spec)
+        if style is None:
+            style = self._styles[spec] = Style.parse(spec) if spec else Style()
+        return style
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles.clear()
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.scrollable_content_region.width
+        base = self.rich_style
+        if y == 0:
+            cells: Sequence[Cell] = self._header
+            line_style = base + self.get_component_rich_style("rowtable--header")
+        else:
+            index = scroll_y + y - 1
+            if index >= len(self.rows):
+                return Strip.blank(width, base)
+            cells = self.rows[index]
+            line_style = base
+            if index == self.cursor_row:
+                line_style = base + self.get_component_rich_style("rowtable--cursor")
+        segments = [Segment(" " * (GAP // 2), line_style)]
+        right = self._right
+        for name, (text, spec), w in zip(self.columns, cells, self._widths, strict=True):
+            if name in right:
+                padded = " " * (w - cell_len(text)) + text
+            else:
+                padded = text + " " * (w - len(text)) if text.isascii() else set_cell_size(text, w)
+            style = line_style + self._style(spec) if spec else line_style
+            segments.append(Segment(padded, style))
+            segments.append(Segment(" " * GAP, line_style))
+        strip = Strip(segments).crop(scroll_x, scroll_x + width)
+        return strip.extend_cell_length(width, line_style)
+
+    # -- input ---------------------------------------------------------------------------------
+    def action_select(self) -> None:
+        if self.rows:
+            self.post_message(self.Selected(self, self.cursor_row))
+
+    def action_cursor(self, step: int) -> None:
+        self.move_cursor(self.cursor_row + step)
+
+    def action_page(self, direction: int) -> None:
+        self.move_cursor(self.cursor_row + direction * max(1, self.scrollable_content_region.height - 2))
+
+    def action_cursor_to(self, row: int) -> None:
+        self.move_cursor(row if row >= 0 else len(self.rows) - 1)
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return
+        if offset.y == 0:
+            x = offset.x + int(self.scroll_x) - GAP // 2
+            for name, w in zip(self.columns, self._widths, strict=True):
+                if x < w + GAP:
+                    self.post_message(self.HeaderClicked(self, name))
+                    return
+                x -= w + GAP
+            return
+        row = int(self.scroll_y) + offset.y - 1
+        if row >= len(self.rows):
+            return
+        if row == self.cursor_row:
+            self.post_message(self.Selected(self, row))
+        self.move_cursor(row)
+        event.stop()

@@ -1,0 +1,128 @@
+"""RowTable, the line-drawn table of the Requests and Events panels: what DataTable gave them still holds
+(cursor keys, scrolling, Enter and mouse selection, header clicks) and its cells stay inert and aligned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.cells import cell_len
+from textual.app import App, ComposeResult
+
+from ietop.tui.format import cell
+from ietop.tui.widgets.rowtable import GAP, Cell, RowTable
+
+
+class TableApp(App[None]):
+    def __init__(self, rows: list[tuple[Cell, ...]]) -> None:
+        super().__init__()
+        self.rows = rows
+        self.selected: list[int] = []
+        self.headers: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield RowTable(("n", "name", "ms"), right=("ms",))
+
+    def on_mount(self) -> None:
+        table = self.query_one(RowTable)
+        table.set_rows(self.rows)
+        table.focus()
+
+    def on_row_table_selected(self, event: RowTable.Selected) -> None:
+        self.selected.append(event.row)
+
+    def on_row_table_header_clicked(self, event: RowTable.HeaderClicked) -> None:
+        self.headers.append(event.column)
+
+
+def _rows(n: int) -> list[tuple[Cell, ...]]:
+    return [((str(i), ""), cell(f"model-{i}"), (f"{i * 7}", "bold red" if i % 5 == 0 else "")) for i in range(n)]
+
+
+def _text(table: RowTable, y: int) -> str:
+    return "".join(seg.text for seg in table.render_line(y))
+
+
+async def test_keys_move_the_cursor_and_scroll_it_into_view() -> None:
+    app = TableApp(_rows(100))
+    async with app.run_test(size=(40, 12)) as pilot:
+        table = app.query_one(RowTable)
+        shown = table.scrollable_content_region.height - 1  # the heading takes a line
+        assert table.cursor_row == 0 and table.scroll_y == 0
+        await pilot.press("down", "down")
+        assert table.cursor_row == 2
+        await pilot.press("pagedown")
+        assert table.cursor_row == 2 + shown - 1
+        await pilot.press("end")
+        await pilot.pause()
+        assert table.cursor_row == 99
+        assert table.scroll_y == 100 - shown, "the last row sits on the last line"
+        assert _text(table, shown).split()[0] == "99"
+        assert _text(table, 0).split() == ["n", "name", "ms"], "the heading stays while the rows scroll"
+        await pilot.press("home")
+        await pilot.pause()
+        assert table.cursor_row == 0 and table.scroll_y == 0
+        await pilot.press("up")
+        assert table.cursor_row == 0
+        await pilot.press("enter")
+        assert app.selected == [0]
+
+
+async def test_a_click_moves_the_cursor_a_second_selects_and_a_heading_reports_its_column() -> None:
+    app = TableApp(_rows(10))
+    async with app.run_test(size=(40, 12)) as pilot:
+        table = app.query_one(RowTable)
+        await pilot.click(RowTable, offset=(2, 4))  # the fourth row: line 0 is the heading
+        assert table.cursor_row == 3 and app.selected == []
+        await pilot.click(RowTable, offset=(2, 4))
+        assert app.selected == [3]
+        # "n" is 1 cell wide, "name" 7 ("model-0"), "ms" 2: each column then GAP blank cells.
+        name_x = GAP // 2 + 1 + GAP
+        ms_x = name_x + cell_len("model-0") + GAP
+        for x, want in ((GAP // 2, "n"), (name_x - 1, "n"), (name_x, "name"), (ms_x - 1, "name"), (ms_x, "ms")):
+            await pilot.click(RowTable, offset=(x, 0))
+            assert app.headers[-1] == want
+        assert table.cursor_row == 3, "a heading click does not move the cursor"
+
+
+async def test_cells_are_aligned_by_their_width_on_screen() -> None:
+    rows: list[tuple[Cell, ...]] = [(("1", ""), cell("qwen3:8b"), ("5", "")),
+                                    (("2", ""), cell("模型模型模型"), ("12345", "")),
+                                    (("3", ""), cell("a\tb"), ("7", ""))]
+    app = TableApp(rows)
+    async with app.run_test(size=(40, 8)) as pilot:
+        await pilot.pause()
+        table = app.query_one(RowTable)
+        lines = [_text(table, y) for y in range(4)]
+        ends = {cell_len(line.rstrip()) for line in lines}
+        assert len(ends) == 1, f"right-aligned numbers end in one column: {lines}"
+        starts = {cell_len(line[: line.index(name)]) for line, name in zip(lines, ("name", "qwen3", "模型", "a b"),
+                                                                                 strict=True)}
+        assert len(starts) == 1, f"a left-aligned column starts in one column: {lines}"
+        assert "模型模型模型" in lines[2], "a column is as wide as its widest text on screen, not in characters"
+        assert "a b" in lines[3] and "\t" not in "".join(lines)
+
+
+async def test_hostile_text_is_shown_not_sent() -> None:
+    hostile = "\x1b[2J[bold red]pwned[/bold red]\x07"
+    app = TableApp([(("1", ""), cell(hostile), ("1", ""))])
+    async with app.run_test(size=(60, 6)) as pilot:
+        await pilot.pause()
+        line = _text(app.query_one(RowTable), 1)
+        assert "␛[2J[bold red]pwned[/bold red]\\x07" in line
+        svg: Any = app.export_screenshot()
+        assert "\x1b" not in svg and "\x07" not in svg
+
+
+async def test_new_rows_keep_the_cursor_within_them() -> None:
+    app = TableApp(_rows(50))
+    async with app.run_test(size=(40, 12)) as pilot:
+        table = app.query_one(RowTable)
+        await pilot.press("end")
+        table.set_rows(_rows(5))
+        await pilot.pause()
+        assert table.cursor_row == 4
+        table.set_rows([])
+        await pilot.pause()
+        assert table.cursor_row == 0 and table.row_count == 0
+        await pilot.press("enter", "down", "pagedown")
+        assert app.selected == [], "nothing to select in an empty table"

@@ -4,8 +4,9 @@
 The live app (``live_app`` with ``--log ollama:PATH``, hardware sampling off) runs headless in this
 process (``App.run_test``, 120x40). One at a time, at a random moment (so the phase against the app's
 timers varies), a GIN access line of an inference request is appended to the log; the time from the
-write to the moment the Requests table holds that request is one sample. The table's rows are what the
-next frame paints; Textual paints an updated widget within a frame (1/60 s), which is not counted.
+write to the moment the screen has been refreshed after the Requests table took that request is one
+sample (the app's redraw pacer hears of that refresh from Textual: `RenderWatch`). Only writing the
+frame to a terminal is not counted (headless, there is none).
 
 Baseline, in the same run and the same way: ``FileTailer.follow`` alone on another file, from the write
 to the tailer yielding the line (what following a file costs before any parsing or drawing).
@@ -69,6 +70,32 @@ async def followed_dashboard() -> AsyncIterator[tuple[Any, Any, Path]]:
             yield app, pilot, log
 
 
+class RenderWatch:
+    """What the app's redraw pacer hears from Textual once the screen has been refreshed after a redraw: the
+    redraw's token and its whole cost (main-thread CPU)."""
+
+    def __init__(self, app: Any) -> None:
+        self.tokens: list[int] = []
+        self.costs: list[float] = []
+        pacer, rendered = app.pacer, app.pacer.rendered
+        self.pacer = pacer
+
+        def record(token: int) -> None:
+            rendered(token)
+            self.tokens.append(token)
+            self.costs.append(pacer.cost)
+
+        pacer.rendered = record
+
+    async def on_screen(self, deadline: float) -> None:
+        """Until the screen has been refreshed after the last redraw so far."""
+        token = self.pacer.drawn
+        while not self.tokens or self.tokens[-1] < token:
+            if time.perf_counter() > deadline:
+                raise RuntimeError("the screen was not refreshed after a redraw within 5 s")
+            await asyncio.sleep(0.001)
+
+
 async def dashboard(n: int, seed: int) -> list[float]:
     from ietop.tui.widgets.requests import RequestsTable
 
@@ -76,6 +103,7 @@ async def dashboard(n: int, seed: int) -> list[float]:
     out: list[float] = []
     async with followed_dashboard() as (app, _pilot, log):
         table = app.query_one(RequestsTable)
+        watch = RenderWatch(app)
         for i in range(n):
             await asyncio.sleep(rng.uniform(0.05, 0.6))
             t0 = append(log, gin_line(i))
@@ -84,6 +112,7 @@ async def dashboard(n: int, seed: int) -> list[float]:
                 if time.perf_counter() > deadline:
                     raise RuntimeError(f"line {i} did not reach the Requests table within 5 s")
                 await asyncio.sleep(0.001)
+            await watch.on_screen(deadline)
             out.append(time.perf_counter() - t0)
     return out
 
@@ -161,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
     print(f"{'append -> ':<24}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}")
-    for name, s in (("tailer yields the line", b), ("Requests table has it", m)):
+    for name, s in (("tailer yields the line", b), ("on screen after it", m)):
         print(f"{name:<24}{s['p50_s'] * 1e3:9.1f}{s['p95_s'] * 1e3:9.1f}{s['max_s'] * 1e3:9.1f}")
     verdict = "ok" if ok else "MISSED"
     print(f"dashboard/tailer at p50: {result['ratio_p50']:.2f}x; target: every line within {TARGET_S * 1e3:.0f} ms "

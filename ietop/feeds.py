@@ -21,6 +21,7 @@ from ietop.clock import ReplayClock
 from ietop.model.store import Store
 from ietop.pipeline import SCRAPE, FileInput, LineParser, epoch, flush_events, make_parser, merged_events, open_inputs
 from ietop.sources.files import read_chunks
+from ietop.sources.procs import MAX_BATCH
 from parsers.envelope import strip_inner
 from parsers.events import AccessCount, Event
 from parsers.framing import split_texts
@@ -49,6 +50,9 @@ class Batch:
     """Lines read so far, per source."""
     ack: bool = False
     """Replay: released during a jump; the receiver must answer with ReplayClock.ack()."""
+    behind: bool = False
+    """The source had more to read when this was posted (a backlog, or a replay at full speed): the
+    dashboard redraws less often while that lasts, so the feeds catch up."""
 
 
 Post = Callable[[Batch], None]
@@ -122,7 +126,7 @@ class ReplayFeed:
             nonlocal items, last_post
             jump = clock.jumping
             batch, items, last_post = items, [], time.monotonic()
-            post(Batch(batch, clock.now(), ack=jump, **kw))
+            post(Batch(batch, clock.now(), ack=jump, behind=clock.speed <= 0, **kw))
             if not jump:
                 return True
             applied = clock.wait_ack(stop)
@@ -298,8 +302,9 @@ class TailFeed:
             for lines in self.tailer.follow(stop, timeout=1.0, texts=True):
                 if lines:
                     items = self.tail.parse(lines)
+                    behind = self.tailer.has_more
                     for i in range(0, max(1, len(items)), BATCH_MAX):
-                        post(Batch(items[i:i + BATCH_MAX], lines={src: self.tail.n}))
+                        post(Batch(items[i:i + BATCH_MAX], lines={src: self.tail.n}, behind=behind))
                 elif self.tailer.error:
                     post(Batch([], error=f"{self.tailer.path}: {self.tailer.error}"))
         finally:
@@ -338,7 +343,8 @@ class CommandFeed:
                                 texts[i] = rec[1]
                             else:
                                 given.append(None)
-                    post(Batch(self.tail.parse(texts, given), lines={self.tail.src: self.tail.n}))
+                    post(Batch(self.tail.parse(texts, given), lines={self.tail.src: self.tail.n},
+                               behind=len(got) >= MAX_BATCH))
                 elif self.lines.exited is not None:
                     code = self.lines.exited
                     if code == 0:

@@ -30,7 +30,7 @@ __all__ = ["CommandLines", "StdinLines", "docker_argv", "journal_argv"]
 _CHUNK = 64 * 1024
 _MAX_PENDING_CHARS = 16 << 20
 """Text waiting for ``read_available`` beyond which readers pause."""
-_MAX_BATCH = 10_000
+MAX_BATCH = 10_000
 """Most lines one ``read_available`` returns, so one call never holds the consumer for long."""
 _TERM_GRACE_S = 2.0
 
@@ -101,7 +101,7 @@ class _LineBuffer:
     def read_available(self, timeout: float) -> list[tuple[int, str]]:
         with self._cond:
             self._cond.wait_for(lambda: bool(self._lines) or self._done >= self._readers, max(timeout, 0.0))
-            take = min(len(self._lines), _MAX_BATCH)
+            take = min(len(self._lines), MAX_BATCH)
             texts = [self._lines.popleft() for _ in range(take)]
             self._chars -= sum(map(len, texts))
             if take:

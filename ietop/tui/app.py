@@ -207,7 +207,7 @@ class IetopApp(App[None]):
             applied = len(batch.items)
         else:
             applied = self._apply_until_event(batch)
-        self.pacer.apply_ended(cpu, applied)
+        self.pacer.apply_ended(cpu, applied, batch.behind)
         if batch.ack and self.setup.clock is not None:
             self.setup.clock.ack(applied)
         for src, n in batch.lines.items():

@@ -23,8 +23,9 @@ REDRAW_SHARE = 0.5
 view rebuilds the tables), the screen updates less often and the feeds keep their pace."""
 BURST_ITEMS = 5_000
 BURST_SHARE = 0.1
-"""While a flood comes in (BURST_ITEMS events applied since the last redraw), a smaller share: a full view then
-redraws about once a second and the feeds keep nine tenths of the main thread."""
+"""While a flood comes in (a feed posted a batch with more to read behind it, or BURST_ITEMS events were applied
+since the last redraw), a smaller share: a full view then redraws about once a second and the feeds keep nine
+tenths of the main thread. A backlog is the signal that does not depend on how fast this machine is."""
 
 
 Mark = tuple[float, float, float]
@@ -47,6 +48,8 @@ class RedrawPacer:
         """Redraws so far (the token of the last)."""
         self.applied = 0
         """Events applied since the last redraw."""
+        self.behind = False
+        """A feed had more to read when it posted a batch applied since the last redraw."""
         self.after = 0.0
         """A timer's redraw waits until then (monotonic clock)."""
         self.cost = 0.0
@@ -55,10 +58,12 @@ class RedrawPacer:
     def apply_began(self) -> float:
         return self._cpu()
 
-    def apply_ended(self, began_cpu: float, events: int) -> None:
-        """Applying `events` began at `began_cpu` (apply_began()) and has just ended."""
+    def apply_ended(self, began_cpu: float, events: int, behind: bool = False) -> None:
+        """Applying `events` began at `began_cpu` (apply_began()) and has just ended; `behind`: their feed had
+        more to read (Batch.behind)."""
         self._apply_cpu += self._cpu() - began_cpu
         self.applied += events
+        self.behind = self.behind or behind
 
     def began(self) -> Mark:
         """A redraw begins; give the mark to drew() if it draws (it may find nothing to do)."""
@@ -68,8 +73,8 @@ class RedrawPacer:
         """The redraw that began at `mark` has run its own code: its cost so far holds the next one back.
         Returns a token for rendered(), to be called once the screen has been refreshed after it."""
         self._mark = mark
-        self._share = BURST_SHARE if self.applied >= BURST_ITEMS else REDRAW_SHARE
-        self.applied = 0
+        self._share = BURST_SHARE if self.behind or self.applied >= BURST_ITEMS else REDRAW_SHARE
+        self.applied, self.behind = 0, False
         self.drawn += 1
         self._pending = self.drawn
         self._pay()

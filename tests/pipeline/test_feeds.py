@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ietop.clock import ReplayClock
-from ietop.feeds import Batch, CommandFeed, Evidence, ReplayFeed, TailFeed
+from ietop.feeds import READ_BYTES, Batch, CommandFeed, Evidence, ReplayFeed, TailFeed
 from ietop.model.live import LiveView
 from ietop.model.store import ListSink, Store
 from ietop.pipeline import run_files
@@ -152,6 +152,30 @@ def test_tail_feed_follows_appends(tmp_path: Path) -> None:
     assert [e for b in got for _s, _t, e in b.items] == [e for b in replayed for _s, _t, e in b.items]
 
 
+def test_a_backlog_marks_the_tail_feeds_batches_behind_until_it_is_read(tmp_path: Path) -> None:
+    # More than one read (READ_BYTES) already in the file when the feed starts: every batch but those of the
+    # last read says a backlog remains, so the dashboard redraws less often until it is caught up.
+    log = tmp_path / "server.log"
+    text = LOGS[0].read_text()
+    copies = READ_BYTES * 3 // len(text.encode()) + 1
+    log.write_text(text * copies)
+    feed = TailFeed(Store(ListSink()), str(log), "ollama", Evidence(), from_start=True)
+    got: list[Batch] = []
+    stop = threading.Event()
+    worker = threading.Thread(target=feed.run, args=(got.append, stop))
+    worker.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and feed.tail.n < len(text.splitlines()) * copies:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        worker.join(5)
+    read = [b for b in got if b.items]
+    assert len(read) >= 4 and all(b.behind for b in read[:3]), [b.behind for b in read]
+    assert not read[-1].behind, "caught up: the last read left nothing behind it"
+
+
 def test_command_feed_reads_a_real_process() -> None:
     text = LOGS[0].read_text()
     argv = [sys.executable, "-c", f"import sys; sys.stdout.write({text!r})"]
@@ -246,3 +270,11 @@ def test_replay_parses_as_the_live_tail_does(synthetic_log: Path) -> None:
     # Evidence: the raw line of an event (its envelope included) is kept, as the live tail keeps it.
     src, _t, event = next(item for b in batches for item in b.items if type(item[2]) is HttpAccess)
     assert evidence.lookup(src, event.line) == texts[src][event.line - 1]
+
+
+def test_a_replay_is_behind_at_full_speed_only(synthetic_log: Path) -> None:
+    full = _drain(ReplayFeed(Store(ListSink()), [str(synthetic_log)], ReplayClock(0), Evidence()))
+    running = [b for b in full if b.items and not b.done]
+    assert running and all(b.behind for b in running), "the last batch (done) leaves nothing behind"
+    paced = _drain(ReplayFeed(Store(ListSink()), [str(synthetic_log)], ReplayClock(1e9), Evidence()))
+    assert not any(b.behind for b in paced)

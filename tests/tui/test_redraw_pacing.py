@@ -78,6 +78,21 @@ def test_a_flood_since_the_last_redraw_takes_the_smaller_share() -> None:
         assert pacer.applied == 0
 
 
+def test_a_backlog_takes_the_smaller_share_however_few_the_events() -> None:
+    # On a slow machine a flood brings fewer events per redraw: the feed saying it has more to read is the
+    # signal that does not depend on speed.
+    c = Clocks()
+    pacer = RedrawPacer(cpu=c.cpu, clock=c.wall)
+    for behind, share in ((True, BURST_SHARE), (False, REDRAW_SHARE)):
+        pacer.apply_ended(pacer.apply_began(), 10, behind)
+        pacer.apply_ended(pacer.apply_began(), 10, False)  # a later batch does not clear it
+        mark = pacer.began()
+        c.cpu_s += 0.1
+        pacer.drew(mark)
+        assert abs(pacer.after - (mark[0] + 0.1 / share)) < 1e-9
+        assert not pacer.behind
+
+
 def _request(line: int) -> HttpAccess:
     ts = datetime(2026, 11, 30, 10, 0, line % 60, tzinfo=timezone.utc)
     return HttpAccess(line, ts, 200, 1.5, "1.5s", "127.0.0.1", "POST", "/api/chat")

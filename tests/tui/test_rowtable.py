@@ -126,3 +126,69 @@ async def test_new_rows_keep_the_cursor_within_them() -> None:
         assert table.cursor_row == 0 and table.row_count == 0
         await pilot.press("enter", "down", "pagedown")
         assert app.selected == [], "nothing to select in an empty table"
+
+
+def _keyed(keys: list[int]) -> tuple[list[tuple[Cell, ...]], list[int]]:
+    return [((str(k), ""), cell(f"model-{k}"), (str(k * 7), "")) for k in keys], keys
+
+
+async def test_the_cursor_stays_on_what_it_showed_when_newer_rows_come_in_above() -> None:
+    app = TableApp([])
+    async with app.run_test(size=(40, 12)) as pilot:
+        table = app.query_one(RowTable)
+        table.set_rows(*_keyed(list(range(100, 0, -1))))  # newest first, as the panels show them
+        await pilot.press("down", "down", "down")
+        assert table.cursor_row == 3 and _text(table, 4).split()[0] == "97"
+        table.set_rows(*_keyed(list(range(102, 2, -1))))  # two newer rows; the oldest two fall off
+        await pilot.pause()
+        assert table.cursor_row == 5, "still on the row of key 97"
+        assert table.scroll_y == 2, "and the view moved with it: the same rows on the same lines"
+        assert _text(table, 4).split()[0] == "97"
+        await pilot.press("enter")
+        assert app.selected == [5]
+        table.set_rows(*_keyed(list(range(102, 97, -1)) + list(range(96, 2, -1))))  # 97 is gone
+        await pilot.pause()
+        assert table.cursor_row == 5, "its row gone, the cursor keeps its place"
+
+
+async def test_a_cursor_on_the_first_row_follows_the_newest() -> None:
+    app = TableApp([])
+    async with app.run_test(size=(40, 12)) as pilot:
+        table = app.query_one(RowTable)
+        table.set_rows(*_keyed([5, 4, 3]))
+        table.set_rows(*_keyed([7, 6, 5, 4, 3]))
+        await pilot.pause()
+        assert table.cursor_row == 0 and table.scroll_y == 0
+        assert _text(table, 1).split()[0] == "7"
+
+
+async def test_the_requests_panel_keeps_the_highlighted_request_as_new_ones_arrive() -> None:
+    from datetime import datetime, timezone
+
+    from ietop.tui.app import IetopApp, Setup
+    from ietop.tui.run import new_store
+    from ietop.tui.widgets.requests import RequestsTable
+    from parsers.events import HttpAccess
+
+    store, view, evidence = new_store()
+    src = store.add_source("server.log", "ollama")
+    app = IetopApp(store, view, evidence, Setup(feeds=[], hardware=False))
+
+    def arrive(i: int) -> None:
+        ts = datetime(2026, 11, 30, 10, 0, i, tzinfo=timezone.utc)
+        store.apply(src, ts.timestamp(), HttpAccess(i, ts, 200, 1.0 + i / 100, "1s", "127.0.0.1", "POST", "/api/chat"))
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        for i in range(10):
+            arrive(i)
+        app.refresh_view()
+        table = app.query_one(RequestsTable)
+        table.focus()
+        await pilot.press("down", "down")
+        chosen = table.selected()
+        assert chosen is not None and chosen.latency_s == 1.07
+        for i in range(10, 13):
+            arrive(i)
+        app.refresh_view()
+        await pilot.pause()
+        assert table.cursor_row == 5 and table.selected() is chosen

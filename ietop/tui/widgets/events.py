@@ -26,8 +26,9 @@ class EventsTable(RowTable):
         if rows == self.records:
             return
         self.records = rows
+        # An event's text can grow (a load learns who waited for it): its time, kind and first line name it.
         self.set_rows([((clock(e.time, e.t), ""), (e.kind, KIND_STYLE.get(e.kind, "")), cell(e.engine), cell(e.text))
-                       for e in rows])
+                       for e in rows], [(e.t, e.kind, e.refs[:1]) for e in rows])
 
     def selected(self) -> EventRow | None:
         if not self.records or self.cursor_row >= len(self.records):

@@ -77,7 +77,7 @@ class RequestsTable(RowTable):
         if self.filter_text:
             title += f" · filter “{self.filter_text}” → {len(rows)}"
         self.border_title = Text(title).plain
-        self.set_rows([request_cells(r, snap.model_name(r.model)) for r in rows])
+        self.set_rows([request_cells(r, snap.model_name(r.model)) for r in rows], rows)
 
     def sort_by(self, column: str) -> None:
         if column == self.sort_column:

@@ -72,6 +72,7 @@ class RowTable(ScrollView, can_focus=True):
         self._right = frozenset(right)
         self.rows: list[tuple[Cell, ...]] = []
         self.cursor_row = 0
+        self._keys: list[object] = []
         self._widths = tuple(cell_len(c) for c in self.columns)
         self._header: tuple[Cell, ...] = tuple((c, "") for c in self.columns)
         self._styles: dict[str, Style] = {}
@@ -83,8 +84,14 @@ class RowTable(ScrollView, can_focus=True):
     def cell_text(self, row: int, column: int) -> str:
         return self.rows[row][column][0]
 
-    def set_rows(self, rows: list[tuple[Cell, ...]]) -> None:
-        """Replace the rows; the cursor keeps its position (clamped), as DataTable's did after clear()."""
+    def set_rows(self, rows: list[tuple[Cell, ...]], keys: Sequence[object] | None = None) -> None:
+        """Replace the rows. `keys`: what each row shows, one per row (compared by identity, then equality).
+        With them a cursor below the first row stays on what it was on, and the view scrolls with it, when
+        newer rows come in above (Enter then opens what was highlighted); on the first row it stays there, with
+        the newest. Without them, or when its row is gone, the cursor keeps its index (clamped), as DataTable's
+        did after clear()."""
+        old = self._keys[self.cursor_row] if keys is not None and 0 < self.cursor_row < len(self._keys) else None
+        self._keys = list(keys) if keys is not None else []
         self.rows = rows
         widths = [cell_len(c) for c in self.columns]
         for i, column in enumerate(zip(*rows, strict=True)):
@@ -93,9 +100,20 @@ class RowTable(ScrollView, can_focus=True):
             wide = not "".join(texts).isascii()
             widths[i] = max(widths[i], max(map(cell_len if wide else len, texts)))
         self._widths = tuple(widths)
-        self.cursor_row = max(0, min(self.cursor_row, len(rows) - 1))
         self.virtual_size = Size(sum(widths) + GAP * len(widths), len(rows) + 1)
+        index = self._index(old) if old is not None else None
+        if index is not None and index != self.cursor_row:
+            self.scroll_to(y=self.scroll_y + index - self.cursor_row, animate=False)
+            self.move_cursor(index)
+        else:
+            self.cursor_row = max(0, min(self.cursor_row, len(rows) - 1))
         self.refresh()
+
+    def _index(self, key: object) -> int | None:
+        try:
+            return self._keys.index(key)
+        except ValueError:
+            return None
 
     def move_cursor(self, row: int) -> None:
         if not self.rows:

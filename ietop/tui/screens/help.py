@@ -14,7 +14,8 @@ from textual.widgets import Footer, Static
 
 KEYS = (
     ("?", "this help"), ("q", "quit"), ("tab / shift+tab", "next / previous panel"),
-    ("enter", "open the selected request, hint or event with its evidence lines"),
+    ("↑ ↓ pgup pgdn home end", "move in a panel (the highlight stays on its request or event as newer ones arrive)"),
+    ("enter", "open the selected request, hint or event with its evidence lines (or click the highlighted row)"),
     ("/", "filter requests (model, path, engine, client, status)"), ("escape", "clear the filter / close"),
     ("s", "sort requests by the next column (click a header to sort by it; again to reverse)"),
     ("1 / 2 / 3", "latency and hint window: 1, 5 or 15 minutes"), ("t", "residency timeline"),

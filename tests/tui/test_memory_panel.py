@@ -69,3 +69,41 @@ async def test_replay_lines_fit_the_panel(size: tuple[int, int]) -> None:
         assert lines[4] == "budget 27% of VRAM" and lines[5].endswith(" 6.6/24.0 GiB")
         too_wide = [line for line in lines if len(line) > width]
         assert not too_wide, (width, too_wide)
+
+
+async def test_a_new_sample_lays_the_screen_out_again_only_when_the_panel_may_change_height() -> None:
+    # Host memory moves by MiBs on every sample (2 s): re-laying the whole screen for it was most of the idle
+    # dashboard's main-thread work. Counted here: the panel's requests for a layout pass.
+    app = replay_app([str(INCIDENT)], 0)
+    app.setup.hardware = False
+    async with app.run_test(size=(120, 40)) as pilot:
+        await replay_settled(pilot)
+        panel = app.query_one(MemoryPanel)
+        layouts: list[bool] = []
+        refresh = panel.refresh
+
+        def counted(*regions: object, **kw: bool) -> object:
+            layouts.append(kw.get("layout", False))
+            return refresh(*regions, **kw)  # type: ignore[arg-type]
+
+        panel.refresh = counted  # type: ignore[method-assign]
+
+        async def sample(host: HostMemory, gpus: tuple[GpuSample, ...] = (H200,)) -> list[str]:
+            app.post_message(HardwareSampled(Hardware(host, gpus, None, {487: "ollama"}), []))
+            await pilot.pause()
+            app.refresh_view()
+            await pilot.pause()
+            return _lines(panel)
+
+        first = await sample(HOST)
+        layouts.clear()
+        same = await sample(HostMemory(total=128 * GIB, available=100 * GIB, used=28 * GIB + (1 << 20),
+                                       swap_total=8 * GIB, swap_used=0, wired=21 * GIB))
+        assert same == first and layouts == [], "the same on screen: not even repainted"
+        moved = await sample(HostMemory(total=128 * GIB, available=90 * GIB, used=38 * GIB, swap_total=8 * GIB,
+                                        swap_used=0, wired=21 * GIB))
+        assert moved != first and len(moved) == len(first)
+        assert layouts and not any(layouts), "another reading, as many lines: repainted, not laid out"
+        layouts.clear()
+        fewer = await sample(HOST, ())
+        assert len(fewer) < len(first) and any(layouts), "fewer lines: the screen is laid out again"

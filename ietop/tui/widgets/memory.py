@@ -55,6 +55,7 @@ class MemoryPanel(Static):
     BORDER_TITLE = "Memory"
 
     _shown: object = None
+    _parts: tuple[Text, ...] = ()
 
     def show(self, snap: Snapshot, hw: Hardware | None) -> None:
         # Before the first layout there is no size yet: the narrowest the stylesheet allows.
@@ -106,7 +107,15 @@ class MemoryPanel(Static):
             else:
                 parts.extend((Text(who, style="dim"), Text(f"  {what}", style="dim")))
         parts.extend(_breakdown(snap, hw, width))
-        self.update(Group(*parts))
+        if tuple(parts) == self._parts:
+            return  # a new sample that reads the same on screen (host memory moves by MiBs, shown by 0.1 GiB)
+        # A layout pass of the whole screen (~15 ms) only when the panel's height may change: another number
+        # of lines, or a changed one that wraps (the GPU note does at the narrowest). The idle dashboard
+        # otherwise re-laid the screen on every sample.
+        relayout = len(parts) != len(self._parts) or any(
+            part.cell_len > width and part != old for part, old in zip(parts, self._parts, strict=True))
+        self._parts = tuple(parts)
+        self.update(Group(*parts), layout=relayout)
 
 
 NARROWEST = 24

@@ -1,16 +1,19 @@
 """When the next timer redraw may run: each redraw's whole cost, paid off at a share of the main thread.
 
-A redraw's cost is not only the time `refresh_view` takes. Textual does most of the work later, on the same
-thread: a DataTable measures every new row when it is next idle, and the compositor renders the changed
-lines at the next screen update. With a full view in a flood of lines that deferred part was about four
-times what a stopwatch around `refresh_view` saw (py-spy, bench/dashboard_loaded.py), so pacing by the
-stopwatch let rendering take a large share of the main thread and the feeds ingested half of what the
-pipeline does outside the app.
+A redraw's cost is not only the time `refresh_view` takes. Textual does part of the work later, on the same
+thread: the compositor renders the changed lines at the next screen update (and a DataTable measures its
+new rows when it is next idle). When the Requests and Events panels were DataTables, that deferred part was
+about four times what a stopwatch around `refresh_view` saw (py-spy of bench/dashboard_loaded.py's burst),
+so pacing by the stopwatch let rendering take a large share of the main thread and the feeds ingested half
+of what the pipeline does outside the app.
 
 So the pacer reads the main thread's CPU clock from the start of a redraw until the screen has been
 refreshed after it (the app asks Textual for a callback then), less what applying events took meanwhile:
 that is the redraw's cost. CPU time rather than wall time: a feed thread holding the GIL is not the
 redraw's cost. The next timer redraw waits until the cost is paid off at the share.
+
+(A replay's jump redraws in the middle of applying a batch: that redraw is counted as applying, so it
+looks free. It is one redraw, after which the replay is paused.)
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from ietop.feeds import READ_BYTES, Batch, CommandFeed, Evidence, ReplayFeed, Ta
 from ietop.model.live import LiveView
 from ietop.model.store import ListSink, Store
 from ietop.pipeline import run_files
-from ietop.sources.procs import CommandLines
+from ietop.sources.procs import MAX_BATCH, CommandLines, StdinLines
 from parsers.events import AccessCount, HttpAccess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -185,6 +185,32 @@ def test_command_feed_reads_a_real_process() -> None:
     assert batches[-1].error is None and batches[-1].note == "cmd: the stream ended"
     assert feed.tail.n == len(text.splitlines())
     assert sum(len(b.items) for b in batches) > 0
+
+
+class _AllAtOnce:
+    """A stream whose first read hands over everything: the lines wait in CommandFeed's buffer at once."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def isatty(self) -> bool:
+        return False
+
+    def read1(self, _n: int) -> bytes:
+        data, self.data = self.data, b""
+        return data
+
+    read = read1
+
+
+def test_a_full_read_marks_the_command_feeds_batch_behind() -> None:
+    text = LOGS[0].read_text()
+    copies = MAX_BATCH * 2 // len(text.splitlines()) + 1
+    lines = StdinLines(_AllAtOnce((text * copies).encode()))  # type: ignore[arg-type]
+    batches = _drain(CommandFeed(Store(ListSink()), "stdin", "ollama", Evidence(), lines))
+    read = [b for b in batches if b.lines]
+    assert read[0].behind, "a read of MAX_BATCH lines: more may be waiting"
+    assert not read[-1].behind and len(read) >= 3, [b.behind for b in read]
 
 
 def test_command_feed_missing_command_is_one_line() -> None:

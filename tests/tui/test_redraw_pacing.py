@@ -124,26 +124,28 @@ async def test_the_screen_refresh_after_a_redraw_reports_its_cost() -> None:
     app = IetopApp(store, view, evidence, Setup(feeds=[], hardware=False))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.2)
-        reported: list[tuple[int, float]] = []
+        reported: list[tuple[int, float, float]] = []
         rendered = app.pacer.rendered
 
         def record(token: int) -> None:
             rendered(token)
-            reported.append((token, app.pacer.cost))
+            reported.append((token, app.pacer.cost, app.pacer.after))
 
         app.pacer.rendered = record  # type: ignore[method-assign]
         for i in range(50):
             store.apply(src, time.time(), _request(i))
-        before = app.pacer.after
+        t0 = time.monotonic()
         app.refresh_view()
+        t1 = time.monotonic()
         own, token = app.pacer.cost, app.pacer.drawn
         for _ in range(100):  # a loaded CI machine may take a while to refresh the screen
-            if any(t == token for t, _cost in reported):
+            if any(t == token for t, _cost, _after in reported):
                 break
             await pilot.pause(0.05)
-        cost = next((c for t, c in reported if t == token), None)
-        assert cost is not None, "Textual called back once the screen was refreshed"
+        report = next(((c, a) for t, c, a in reported if t == token), None)
+        assert report is not None, "Textual called back once the screen was refreshed"
+        cost, after = report
         assert cost >= own, "the cost once rendered includes the redraw's own"
-        assert app.pacer.after > before
+        assert t0 <= after - cost / REDRAW_SHARE <= t1, "the next waits from the redraw's start for its whole cost"
         app.on_events_batch(EventsBatch(Batch([(src, time.time(), _request(i)) for i in range(3)]), counted=False))
         assert app.pacer.applied == 3, "what a flood is counts the events the batches brought"

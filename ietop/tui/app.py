@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from textual import events, on, work
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
@@ -27,6 +28,7 @@ from ietop.model.records import Ref
 from ietop.model.snapshot import WINDOWS, Snapshot
 from ietop.model.store import Store
 from ietop.tui.pacing import RedrawPacer
+from ietop.tui.replay_control import ReplayControls, ReplayParts
 from ietop.tui.screens.detail import DetailScreen, event_view, hint_view, request_view
 from ietop.tui.screens.help import HelpScreen
 from ietop.tui.screens.timeline import TimelineScreen
@@ -54,11 +56,13 @@ COMPACT_BELOW = 34
 
 
 class EventsBatch(Message):
-    def __init__(self, batch: Batch, counted: bool = True) -> None:
+    def __init__(self, batch: Batch, counted: bool = True, generation: int = 0) -> None:
         super().__init__()
         self.batch = batch
         self.counted = counted
         """Holds one of the app's in-flight slots (released once applied)."""
+        self.generation = generation
+        """The replay it belongs to: one started over (`J`) drops what the one before had posted."""
 
 
 class HardwareSampled(Message):
@@ -86,9 +90,11 @@ class Setup:
     poll_interval: float = 2.0
     window_index: int = 1
     """Index into WINDOWS the latency and hint panels start with (1: 5 minutes)."""
+    restart: Callable[[float], ReplayParts] | None = None
+    """Replay: the same replay from its start at a given speed, in a fresh store (what `J` goes back with)."""
 
 
-class IetopApp(App[None]):
+class IetopApp(ReplayControls):
     CSS_PATH = "ietop.tcss"
     TITLE = "ietop"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -99,6 +105,7 @@ class IetopApp(App[None]):
         Binding("p", "pause", "pause"),
         Binding("n", "step", "step", show=False),
         Binding("j", "jump", "next event", show=False),
+        Binding("J", "jump_back", "previous event", show=False),
         Binding("t", "timeline", "timeline"),
         Binding("s", "sort", "sort", show=False),
         Binding("1", "window(0)", "1m", show=False),
@@ -124,8 +131,7 @@ class IetopApp(App[None]):
         self.replay_held = False
         self._redraw_due = False
         self.pacer = RedrawPacer()
-        self._jump_mark: int | None = None
-        """While a replay jumps: Store.events_total when it began."""
+        self._init_replay_state()
 
     # -- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -146,7 +152,7 @@ class IetopApp(App[None]):
         self.title = self.setup.title
         self.query_one("#filter", Input).display = False
         for feed in self.setup.feeds:
-            self._run_feed(feed)
+            self._run_feed(feed, self._generation, self._feed_stop)
         if self.setup.endpoints:
             self._poll()
         if self.setup.hardware:
@@ -165,20 +171,24 @@ class IetopApp(App[None]):
 
     def on_unmount(self) -> None:
         self._stop.set()
+        self._feed_stop.set()
 
     # -- workers -------------------------------------------------------------------------------
     @work(thread=True, exit_on_error=False, description="feed")
-    def _run_feed(self, feed: object) -> None:
-        post = self.post_measurement if isinstance(feed, ProxyFeed) else self.post_message_batch
-        feed.run(post, self._stop)  # type: ignore[attr-defined]
+    def _run_feed(self, feed: object, generation: int, stop: threading.Event) -> None:
+        def post(batch: Batch) -> None:
+            self.post_message_batch(batch, generation, stop)
 
-    def post_message_batch(self, batch: Batch) -> None:
+        feed.run(self.post_measurement if isinstance(feed, ProxyFeed) else post, stop)  # type: ignore[attr-defined]
+
+    def post_message_batch(self, batch: Batch, generation: int = 0, stop: threading.Event | None = None) -> None:
         """Called on a feed's thread. Blocks while INFLIGHT batches wait for the main thread: a replay at
         full speed would otherwise queue the whole log in memory ahead of the store."""
+        stop = stop if stop is not None else self._stop
         while not self._inflight.acquire(timeout=0.25):
-            if self._stop.is_set():
+            if stop.is_set():
                 return
-        self.post_message(EventsBatch(batch))
+        self.post_message(EventsBatch(batch, generation=generation))
 
     def post_measurement(self, batch: Batch) -> None:
         """The in-dashboard proxy posts from its event loop, which must never block (one item each)."""
@@ -201,12 +211,15 @@ class IetopApp(App[None]):
         batch = message.batch
         if message.counted:
             self._inflight.release()
+        if message.generation != self._generation:
+            return  # posted by a replay that `J` has started over since
         cpu = self.pacer.apply_began()
-        if self._jump_mark is None:
+        if self._jump_mark is None and self._stop_at is None:
             self.store.apply_all(batch.items)
             applied = len(batch.items)
         else:
             applied = self._apply_until_event(batch)
+        self._items += applied
         self.pacer.apply_ended(cpu, applied, batch.behind)
         if batch.ack and self.setup.clock is not None:
             self.setup.clock.ack(applied)
@@ -219,6 +232,7 @@ class IetopApp(App[None]):
             self.notify(batch.note, timeout=5)
         if batch.done and self.setup.clock is not None:
             self._replay_done = True
+            self._stop_at = None
             if self._jump_mark is not None:
                 self._jump_mark = None
                 self.notify("no further load, unload, truncation or error: the replay is over", timeout=4)
@@ -230,23 +244,6 @@ class IetopApp(App[None]):
         if batch.items and self.setup.clock is None and not self._redraw_due:
             self._redraw_due = True
             self.set_timer(FRESH_S, self._redraw_fresh)
-
-    def _apply_until_event(self, batch: Batch) -> int:
-        """A jump: apply item by item and pause the replay at the first that gives the Events panel a row. The
-        feed takes back the rest of a batch it posted while jumping; any other batch is applied whole."""
-        store, mark, clock = self.store, self._jump_mark, self.setup.clock
-        assert mark is not None and clock is not None
-        for i, item in enumerate(batch.items):
-            store.apply_all((item,))
-            if store.events_total > mark:
-                self._jump_mark = None
-                clock.pause(at=item[1])
-                self.refresh_view()
-                if batch.ack:
-                    return i + 1
-                store.apply_all(batch.items[i + 1 :])
-                break
-        return len(batch.items)
 
     def _redraw_fresh(self) -> None:
         self._redraw_due = False
@@ -273,6 +270,9 @@ class IetopApp(App[None]):
             return time.time()
         virtual = clock.now()
         return max(virtual, self.store.now) if virtual is not None else self.store.now
+
+    def _forget_shown(self) -> None:
+        self.query_one(RequestsTable).forget()
 
     def refresh_view(self) -> None:
         if self.paused and self.setup.clock is None and self.snap is not None:
@@ -328,30 +328,12 @@ class IetopApp(App[None]):
         self.refresh_view()
 
     def action_pause(self) -> None:
-        self._jump_mark = None
+        self._jump_mark = self._stop_at = None
         if self.setup.clock is not None:
             self.setup.clock.toggle_pause()
         else:
             self.paused = not self.paused
         self.refresh_view()
-
-    def action_step(self) -> None:
-        if self.setup.clock is not None and self.setup.clock.paused:
-            self.setup.clock.step()
-
-    def action_jump(self) -> None:
-        clock = self.setup.clock
-        if clock is None or self._replay_done or self._jump_mark is not None:
-            return
-        self._jump_mark = self.store.events_total
-        clock.jump()
-        self.refresh_view()
-
-    def action_speed(self, factor: float) -> None:
-        clock = self.setup.clock
-        if clock is not None and clock.speed > 0:
-            clock.set_speed(min(10_000.0, max(0.125, clock.speed * factor)))
-            self.refresh_view()
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)

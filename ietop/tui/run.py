@@ -14,6 +14,7 @@ from ietop.feeds import CommandFeed, Evidence, ProxyFeed, ReplayFeed, TailFeed
 from ietop.model.live import LiveView
 from ietop.model.store import Store
 from ietop.tui.app import IetopApp, Setup
+from ietop.tui.replay_control import ReplayParts
 
 if TYPE_CHECKING:
     from ietop.discover import Plan
@@ -35,7 +36,15 @@ def replay_app(paths: Sequence[str], speed: float, engine: str | None = None, *,
     if paused:
         clock.toggle_pause()
     feed = ReplayFeed(store, paths, clock, evidence, engine, until)
-    setup = Setup(feeds=[feed], clock=clock, hardware=hardware, title=title, window_index=window_index)
+
+    def restart(speed: float) -> ReplayParts:
+        """The same replay from its start (`J`); `--until` is behind the user by then."""
+        store, view, evidence = new_store()
+        clock = ReplayClock(speed)
+        return ReplayParts(store, view, evidence, ReplayFeed(store, paths, clock, evidence, engine), clock)
+
+    setup = Setup(feeds=[feed], clock=clock, hardware=hardware, title=title, window_index=window_index,
+                  restart=restart)
     return IetopApp(store, view, evidence, setup)
 
 

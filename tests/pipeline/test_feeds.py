@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import threading
 import time
@@ -230,15 +229,6 @@ def _view_store() -> tuple[Store, LiveView]:
     store = Store(view)
     view.attach(store)
     return store, view
-
-
-@pytest.fixture(scope="module")
-def synthetic_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A SYNTHETIC 2 MB Ollama log (bench/gen_ollama_log.py, seed 3): every era, envelope and probe kind."""
-    log = tmp_path_factory.mktemp("feeds") / "synthetic.log"
-    subprocess.run([sys.executable, str(ROOT / "bench" / "gen_ollama_log.py"), str(log), "--size", "2M",
-                    "--seed", "3"], check=True, capture_output=True)
-    return log
 
 
 def _assert_as_analyze_sees_it(store: Store, view: LiveView, kinds: dict[str, int], paths: list[Path]) -> None:

@@ -14,6 +14,15 @@ INCIDENT = ROOT / "ietop" / "demo" / "incident.log"
 HOSTILE = ROOT / "fixtures" / "synthetic" / "hostile-markup.log"
 
 
+async def until(pilot: Pilot[None], done: Callable[[], bool], limit_s: float = 15.0) -> None:
+    """Pause until `done()` holds (checked every 50 ms); fail after `limit_s`."""
+    for _ in range(int(limit_s / 0.05)):
+        if done():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("timed out")
+
+
 async def replay_to_end(pilot: Pilot[None]) -> None:
     """Wait until the replay feed has posted its last batch and the screen shows it."""
     app = pilot.app

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import threading
 
-from textual.pilot import Pilot
-
 from ietop.clock import ReplayClock
 from ietop.feeds import Batch, ReplayFeed
 from ietop.tui.app import IetopApp
 from ietop.tui.run import new_store, replay_app
 from ietop.tui.widgets.events import EventsTable
-from tests.tui.support import INCIDENT
+from tests.tui.support import INCIDENT, until
 
 
 def _expected_stops() -> tuple[list[tuple[int, int]], dict[str, int], int]:
@@ -38,14 +36,6 @@ def _expected_stops() -> tuple[list[tuple[int, int]], dict[str, int], int]:
     return stops, dict(store.counts), n
 
 
-async def _until(pilot: Pilot[None], done: object, limit_s: float = 10.0) -> None:
-    for _ in range(int(limit_s / 0.05)):
-        if done():  # type: ignore[operator]
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("timed out")
-
-
 async def test_jump_stops_at_each_event_and_nothing_is_lost() -> None:
     stops, final_counts, total = _expected_stops()
     assert len(stops) >= 4, "the incident has loads, an eviction, truncations and errors"
@@ -57,18 +47,18 @@ async def test_jump_stops_at_each_event_and_nothing_is_lost() -> None:
         assert clock.paused and app.store.version == 0
         for k, (applied, events) in enumerate(stops[:4], start=1):
             await pilot.press("j")
-            await _until(pilot, lambda: clock.paused and not clock.jumping)
+            await until(pilot, lambda: clock.paused and not clock.jumping)
             await pilot.pause(0.2)  # anything applied past the event would show by now
             assert app.store.events_total == events
             assert app.store.version == applied, f"jump {k}: stopped after {app.store.version} items, not {applied}"
             assert app.query_one(EventsTable).row_count >= 1
         # Stepping after a jump releases the items the jump took back, one at a time.
         await pilot.press("n")
-        await _until(pilot, lambda: app.store.version == stops[3][0] + 1)
+        await until(pilot, lambda: app.store.version == stops[3][0] + 1)
         # Resumed at full speed, the replay ends with the store of an uninterrupted one.
         clock.set_speed(0)
         await pilot.press("p")
-        await _until(pilot, lambda: app._replay_done, limit_s=30)
+        await until(pilot, lambda: app._replay_done, limit_s=30)
         app.store.flush()
         assert app.store.version == total
         assert dict(app.store.counts) == final_counts
@@ -83,9 +73,9 @@ async def test_a_jump_past_the_last_event_ends_the_replay() -> None:
         await pilot.pause(0.3)
         for _ in stops:
             await pilot.press("j")
-            await _until(pilot, lambda: clock.paused and not clock.jumping)
+            await until(pilot, lambda: clock.paused and not clock.jumping)
         assert app.store.version == stops[-1][0]
         await pilot.press("j")  # nothing notable is left: runs to the end
-        await _until(pilot, lambda: app._replay_done, limit_s=30)
+        await until(pilot, lambda: app._replay_done, limit_s=30)
         assert app.store.version == total
         assert "jumping" not in app._status_text()

@@ -21,6 +21,7 @@ KEYS = (
     ("1 / 2 / 3", "latency and hint window: 1, 5 or 15 minutes"), ("t", "residency timeline"),
     ("p", "pause (replay: stops the clock; live: freezes the screen)"), ("n", "replay: step one event while paused"),
     ("j", "replay: run to the next load, unload, truncation or error (a new Events row) and pause there"),
+    ("J", "replay: back to just after the previous one (the replay starts over and runs there)"),
     ("+ / -", "replay: faster / slower"), ("ctrl+p", "command palette (themes, screenshots…)"),
 )
 NOTES = (

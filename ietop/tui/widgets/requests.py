@@ -79,6 +79,10 @@ class RequestsTable(RowTable):
         self.border_title = Text(title).plain
         self.set_rows([request_cells(r, snap.model_name(r.model)) for r in rows], rows)
 
+    def forget(self) -> None:
+        """The next show() draws whatever it gets (the requests shown belong to a replay started over)."""
+        self._shown = ()
+
     def sort_by(self, column: str) -> None:
         if column == self.sort_column:
             self.sort_reverse = not self.sort_reverse

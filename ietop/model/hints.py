@@ -80,8 +80,9 @@ class _Seen:
     preemptions: list[Simple] = field(default_factory=list)
     preemption_count: int = 0
 
-    def since(self, t: float) -> _Seen:
-        """A copy holding only what happened at or after `t` (records without a time are kept)."""
+    def since(self, t: float) -> tuple[_Seen, float]:
+        """A copy holding only what happened at or after `t` (records without a time are kept), and the
+        earliest time it holds (inf if none): until the cut passes that time, the copy stays the same."""
         def at(r: Any) -> float | None:
             value: float | None = r.t
             return value
@@ -92,17 +93,25 @@ class _Seen:
         errors = {k: _recent(v, t, at) for k, v in self.errors.items()}
         preempt = _recent(self.preemptions, t, at)
         requests = _recent(self.requests, t, lambda r: r.t_end)
+        loads = _recent(self.loads, t, lambda ld: ld.t_end or ld.t_begin)
+        unloads = _recent(self.unloads, t, at)
+        waiting, kv = _recent(self.stats_waiting, t, at), _recent(self.stats_kv, t, at)
+        times = [r.t_end for r in requests] + [ld.t_end or ld.t_begin for ld in loads] + [
+            r.t for group in (truncs, *errors.values(), preempt, unloads, waiting, kv) for r in group]
+        if largest is not None:
+            times.append(largest.t)
+        floor = min((x for x in times if x is not None), default=float("inf"))
         return _Seen(
             requests=deque(requests, maxlen=KEEP),
-            loads=deque(_recent(self.loads, t, lambda ld: ld.t_end or ld.t_begin), maxlen=KEEP),
-            unloads=deque(_recent(self.unloads, t, at), maxlen=KEEP),
+            loads=deque(loads, maxlen=KEEP),
+            unloads=deque(unloads, maxlen=KEEP),
             truncations=deque(truncs, maxlen=RECENT), truncation_count=len(truncs) if largest else 0,
             largest_truncation=largest,
             truncated_ok=sum(1 for r in requests if r.truncated and r.status < 400),
             errors={k: v for k, v in errors.items() if v},
-            stats_waiting=_recent(self.stats_waiting, t, at), stats_kv=_recent(self.stats_kv, t, at),
+            stats_waiting=waiting, stats_kv=kv,
             preemptions=preempt, preemption_count=len(preempt),
-        )
+        ), floor
 
 
 def _recent(items: Sequence[Any], since: float, when: Callable[[Any], float | None]) -> list[Any]:
@@ -114,8 +123,21 @@ class HintEngine:
 
     def __init__(self) -> None:
         self.seen = _Seen()
+        self._observed = 0
+        self._window: tuple[int, float, float, _Seen] | None = None
+        """(records observed, cut, earliest time kept, the copy): the last window, reused while no record came
+        in and the cut has not passed its earliest time (the dashboard asks again every second)."""
+
+    def _since(self, t: float) -> _Seen:
+        w = self._window
+        if w is not None and w[0] == self._observed and w[1] <= t <= w[2]:
+            return w[3]
+        seen, floor = self.seen.since(t)
+        self._window = (self._observed, t, floor, seen)
+        return seen
 
     def observe(self, kind: str, record: Any) -> None:
+        self._observed += 1
         s = self.seen
         if kind == "request":
             if record.inference:
@@ -152,10 +174,10 @@ class HintEngine:
         """Every rule over what was seen — or, with `since` (the dashboard's window), over the records
         at or after that time only, so a hint clears once its symptom is no longer in the window.
         `extra_*`: records the store has not finalized yet (the dashboard cannot wait for them)."""
-        seen = self.seen if since is None else self.seen.since(since)
+        seen = self.seen if since is None else self._since(since)
         if extra_loads or extra_unloads:
-            if seen is self.seen:
-                seen = self.seen.since(float("-inf"))  # a copy: the extras must not stick
+            # A copy: the extras must not stick (to what was seen, nor to the window kept for the next call).
+            seen = seen.since(float("-inf"))[0]
             low = float("-inf") if since is None else since
             known = {id(x) for x in (*seen.loads, *seen.unloads)}
             seen.loads.extend(ld for ld in extra_loads if id(ld) not in known and (ld.t_end or ld.t_begin) >= low)

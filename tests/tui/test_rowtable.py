@@ -192,3 +192,41 @@ async def test_the_requests_panel_keeps_the_highlighted_request_as_new_ones_arri
         app.refresh_view()
         await pilot.pause()
         assert table.cursor_row == 5 and table.selected() is chosen
+
+
+async def test_the_same_requests_asked_again_are_not_sorted_again(monkeypatch: Any) -> None:
+    # An idle dashboard redraws every second (ages move): the 2,000 requests were filtered and sorted each time.
+    from datetime import datetime, timezone
+
+    from ietop.tui.app import IetopApp, Setup
+    from ietop.tui.run import new_store
+    from ietop.tui.widgets import requests as requests_mod
+    from parsers.events import HttpAccess
+
+    store, view, evidence = new_store()
+    src = store.add_source("server.log", "ollama")
+    for i in range(5):
+        ts = datetime(2026, 11, 30, 10, 0, i, tzinfo=timezone.utc)
+        store.apply(src, ts.timestamp(), HttpAccess(i, ts, 200, 1.0, "1s", "127.0.0.1", "POST", "/api/chat"))
+    keyed: list[float] = []
+
+    def by_time(r: Any) -> float:
+        keyed.append(r.t_end)
+        return float(r.t_end)
+
+    monkeypatch.setitem(requests_mod._SORT_KEYS, "time", by_time)
+    app = IetopApp(store, view, evidence, Setup(feeds=[], hardware=False))
+    async with app.run_test(size=(120, 40)):
+        table = app.query_one(requests_mod.RequestsTable)
+        snap = view.snapshot(store.now + 1, 300.0)
+        later = view.snapshot(store.now + 2, 300.0)
+        assert later is not snap and later.requests is snap.requests, "a second later, the same records"
+        table.forget()
+        keyed.clear()  # what the app's own first redraw sorted
+        table.show(snap)
+        assert len(keyed) == 5
+        table.show(later)
+        assert len(keyed) == 5, "the same records, filter and sort: not sorted again"
+        assert table.row_count == 5
+        table.show(later, force=True)
+        assert len(keyed) == 10, "forced (a new filter or sort): sorted again"

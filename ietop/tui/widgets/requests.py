@@ -63,8 +63,15 @@ class RequestsTable(RowTable):
         self.sort_column = "time"
         self.sort_reverse = True
         self._shown: tuple[int, ...] = ()
+        self._asked: tuple[object, ...] = ()
+        """What the last show() was asked (the snapshot's requests, by identity, and the filter and sort): the
+        same again, as every second of an idle dashboard asks, is not filtered and sorted again."""
 
     def show(self, snap: Snapshot, force: bool = False) -> None:
+        asked = (snap.requests, len(snap.aliases), self.filter_text, self.sort_column, self.sort_reverse)
+        if not force and self._asked and asked[0] is self._asked[0] and asked[1:] == self._asked[1:]:
+            return
+        self._asked = asked
         needle = self.filter_text
         rows = [r for r in snap.requests if not needle or matches(r, needle, snap.model_name(r.model))]
         rows.sort(key=_SORT_KEYS[self.sort_column], reverse=self.sort_reverse)
@@ -81,7 +88,7 @@ class RequestsTable(RowTable):
 
     def forget(self) -> None:
         """The next show() draws whatever it gets (the requests shown belong to a replay started over)."""
-        self._shown = ()
+        self._shown, self._asked = (), ()
 
     def sort_by(self, column: str) -> None:
         if column == self.sort_column:
@@ -91,7 +98,7 @@ class RequestsTable(RowTable):
 
     def on_row_table_header_clicked(self, event: RowTable.HeaderClicked) -> None:
         self.sort_by(event.column)
-        self._shown = ()
+        self._shown, self._asked = (), ()
 
     def selected(self) -> Request | None:
         if not self.records or self.cursor_row >= len(self.records):

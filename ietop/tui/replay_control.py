@@ -118,7 +118,7 @@ class ReplayControls(App[None]):
         self.refresh_view()
 
     def action_jump_back(self) -> None:
-        if self.setup.restart is None or self._going_back or self._jump_mark is not None or self._stop_at:
+        if self.setup.restart is None or self._going_back or self._jump_mark is not None or self._stop_at is not None:
             return
         if self._items == 0:
             self.notify("at the start of the replay", timeout=3)

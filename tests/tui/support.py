@@ -3,15 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timezone
 from pathlib import Path
 
 from textual.pilot import Pilot
 
-from ietop.tui.app import IetopApp
+from ietop.tui.app import IetopApp, Setup
+from ietop.tui.run import new_store
+from parsers.events import HttpAccess
 
 ROOT = Path(__file__).resolve().parents[2]
 INCIDENT = ROOT / "ietop" / "demo" / "incident.log"
 HOSTILE = ROOT / "fixtures" / "synthetic" / "hostile-markup.log"
+
+
+def bare_app() -> tuple[IetopApp, int]:
+    """The dashboard with no feed and no hardware sampling, over a store with one Ollama source (its index
+    returned): tests apply events to `app.store` themselves."""
+    store, view, evidence = new_store()
+    src = store.add_source("server.log", "ollama")
+    return IetopApp(store, view, evidence, Setup(feeds=[], hardware=False)), src
+
+
+def chat(line: int, latency_s: float = 1.5) -> HttpAccess:
+    """An inference access line's event: POST /api/chat, 200, at second `line` of a minute."""
+    ts = datetime(2026, 11, 30, 10, 0, line % 60, tzinfo=timezone.utc)
+    return HttpAccess(line, ts, 200, latency_s, f"{latency_s}s", "127.0.0.1", "POST", "/api/chat")
 
 
 async def until(pilot: Pilot[None], done: Callable[[], bool], limit_s: float = 15.0) -> None:

@@ -7,13 +7,11 @@ around refresh_view alone saw a fifth of it, and a burst into a full view ran at
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
 
 from ietop.feeds import Batch
-from ietop.tui.app import EventsBatch, IetopApp, Setup
+from ietop.tui.app import EventsBatch
 from ietop.tui.pacing import BURST_ITEMS, BURST_SHARE, REDRAW_SHARE, RedrawPacer
-from ietop.tui.run import new_store
-from parsers.events import HttpAccess
+from tests.tui.support import bare_app, chat
 
 
 class Clocks:
@@ -93,25 +91,19 @@ def test_a_backlog_takes_the_smaller_share_however_few_the_events() -> None:
         assert not pacer.behind
 
 
-def _request(line: int) -> HttpAccess:
-    ts = datetime(2026, 11, 30, 10, 0, line % 60, tzinfo=timezone.utc)
-    return HttpAccess(line, ts, 200, 1.5, "1.5s", "127.0.0.1", "POST", "/api/chat")
-
-
 async def test_a_dear_redraw_defers_the_next_timer_redraw_without_dropping_it() -> None:
-    store, view, evidence = new_store()
-    src = store.add_source("server.log", "ollama")
-    app = IetopApp(store, view, evidence, Setup(feeds=[], hardware=False))
+    app, src = bare_app()
+    store = app.store
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.2)
-        store.apply(src, time.time(), _request(1))
+        store.apply(src, time.time(), chat(1))
         app.refresh_view()  # a user action draws at once, whatever the pacing says
         drawn = app.snap
         assert drawn is not None and len(drawn.requests) == 1
         await pilot.pause(0.1)
         # As if that redraw had cost 60 ms: the timers wait until its cost is paid off at REDRAW_SHARE.
         app.pacer.after = time.monotonic() + 0.06 / REDRAW_SHARE
-        store.apply(src, time.time(), _request(2))
+        store.apply(src, time.time(), chat(2))
         app._timed_redraw()
         assert app.snap is drawn, "held back while the last redraw's cost is not paid off"
         await pilot.pause(0.06 / REDRAW_SHARE + 0.3)
@@ -119,9 +111,8 @@ async def test_a_dear_redraw_defers_the_next_timer_redraw_without_dropping_it() 
 
 
 async def test_the_screen_refresh_after_a_redraw_reports_its_cost() -> None:
-    store, view, evidence = new_store()
-    src = store.add_source("server.log", "ollama")
-    app = IetopApp(store, view, evidence, Setup(feeds=[], hardware=False))
+    app, src = bare_app()
+    store = app.store
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.2)
         reported: list[tuple[int, float, float]] = []
@@ -133,7 +124,7 @@ async def test_the_screen_refresh_after_a_redraw_reports_its_cost() -> None:
 
         app.pacer.rendered = record  # type: ignore[method-assign]
         for i in range(50):
-            store.apply(src, time.time(), _request(i))
+            store.apply(src, time.time(), chat(i))
         t0 = time.monotonic()
         app.refresh_view()
         t1 = time.monotonic()
@@ -147,5 +138,5 @@ async def test_the_screen_refresh_after_a_redraw_reports_its_cost() -> None:
         cost, after = report
         assert cost >= own, "the cost once rendered includes the redraw's own"
         assert t0 <= after - cost / REDRAW_SHARE <= t1, "the next waits from the redraw's start for its whole cost"
-        app.on_events_batch(EventsBatch(Batch([(src, time.time(), _request(i)) for i in range(3)]), counted=False))
+        app.on_events_batch(EventsBatch(Batch([(src, time.time(), chat(i)) for i in range(3)]), counted=False))
         assert app.pacer.applied == 3, "what a flood is counts the events the batches brought"

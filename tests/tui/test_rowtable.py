@@ -9,7 +9,10 @@ from rich.cells import cell_len
 from textual.app import App, ComposeResult
 
 from ietop.tui.format import cell
+from ietop.tui.widgets import requests as requests_mod
+from ietop.tui.widgets.requests import RequestsTable
 from ietop.tui.widgets.rowtable import GAP, Cell, RowTable
+from tests.tui.support import bare_app, chat
 
 
 class TableApp(App[None]):
@@ -163,20 +166,13 @@ async def test_a_cursor_on_the_first_row_follows_the_newest() -> None:
 
 
 async def test_the_requests_panel_keeps_the_highlighted_request_as_new_ones_arrive() -> None:
-    from datetime import datetime, timezone
-
-    from ietop.tui.app import IetopApp, Setup
-    from ietop.tui.run import new_store
-    from ietop.tui.widgets.requests import RequestsTable
-    from parsers.events import HttpAccess
-
-    store, view, evidence = new_store()
-    src = store.add_source("server.log", "ollama")
-    app = IetopApp(store, view, evidence, Setup(feeds=[], hardware=False))
+    app, src = bare_app()
+    store = app.store
 
     def arrive(i: int) -> None:
-        ts = datetime(2026, 11, 30, 10, 0, i, tzinfo=timezone.utc)
-        store.apply(src, ts.timestamp(), HttpAccess(i, ts, 200, 1.0 + i / 100, "1s", "127.0.0.1", "POST", "/api/chat"))
+        event = chat(i, 1.0 + i / 100)
+        assert event.ts is not None
+        store.apply(src, event.ts.timestamp(), event)
 
     async with app.run_test(size=(120, 40)) as pilot:
         for i in range(10):
@@ -196,18 +192,12 @@ async def test_the_requests_panel_keeps_the_highlighted_request_as_new_ones_arri
 
 async def test_the_same_requests_asked_again_are_not_sorted_again(monkeypatch: Any) -> None:
     # An idle dashboard redraws every second (ages move): the 2,000 requests were filtered and sorted each time.
-    from datetime import datetime, timezone
-
-    from ietop.tui.app import IetopApp, Setup
-    from ietop.tui.run import new_store
-    from ietop.tui.widgets import requests as requests_mod
-    from parsers.events import HttpAccess
-
-    store, view, evidence = new_store()
-    src = store.add_source("server.log", "ollama")
+    app, src = bare_app()
+    store, view = app.store, app.view
     for i in range(5):
-        ts = datetime(2026, 11, 30, 10, 0, i, tzinfo=timezone.utc)
-        store.apply(src, ts.timestamp(), HttpAccess(i, ts, 200, 1.0, "1s", "127.0.0.1", "POST", "/api/chat"))
+        event = chat(i, 1.0)
+        assert event.ts is not None
+        store.apply(src, event.ts.timestamp(), event)
     keyed: list[float] = []
 
     def by_time(r: Any) -> float:
@@ -215,7 +205,6 @@ async def test_the_same_requests_asked_again_are_not_sorted_again(monkeypatch: A
         return float(r.t_end)
 
     monkeypatch.setitem(requests_mod._SORT_KEYS, "time", by_time)
-    app = IetopApp(store, view, evidence, Setup(feeds=[], hardware=False))
     async with app.run_test(size=(120, 40)):
         table = app.query_one(requests_mod.RequestsTable)
         snap = view.snapshot(store.now + 1, 300.0)

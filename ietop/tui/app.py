@@ -107,6 +107,7 @@ class IetopApp(ReplayControls):
         Binding("j", "jump", "next event", show=False),
         Binding("J", "jump_back", "previous event", show=False),
         Binding("t", "timeline", "timeline"),
+        Binding("e", "events", "events"),
         Binding("s", "sort", "sort", show=False),
         Binding("1", "window(0)", "1m", show=False),
         Binding("2", "window(1)", "5m", show=False),
@@ -167,7 +168,14 @@ class IetopApp(ReplayControls):
             self.exit(return_code=EXIT_HANGUP)
 
     def on_resize(self, event: events.Resize) -> None:
-        self.screen.set_class(event.size.height < COMPACT_BELOW, "-compact")
+        compact = event.size.height < COMPACT_BELOW
+        main = self.screen_stack[0]  # not a help or detail screen open over it
+        if compact and isinstance(main.focused, EventsTable):
+            main.add_class("-events")  # the panel in use stays on screen
+        main.set_class(compact, "-compact")
+        # Small terminals show Requests or Events in one place; say which key swaps them.
+        main.query_one(RequestsTable).border_subtitle = "e: events" if compact else None
+        main.query_one(EventsTable).border_subtitle = "e: requests" if compact else None
 
     def on_unmount(self) -> None:
         self._stop.set()
@@ -335,7 +343,22 @@ class IetopApp(ReplayControls):
             self.paused = not self.paused
         self.refresh_view()
 
+    def action_events(self) -> None:
+        """The Events panel. On a small terminal it shares its place with Requests: `e` swaps the two."""
+        main = self.screen_stack[0]
+        if main.has_class("-compact"):
+            show = not main.has_class("-events")
+            main.set_class(show, "-events")
+            (self.query_one(EventsTable) if show else self.query_one(RequestsTable)).focus()
+        else:
+            self.query_one(EventsTable).focus()
+
+    def _requests_on_screen(self) -> None:
+        """Before a key that acts on Requests (filter, sort): on a small terminal, show them."""
+        self.screen_stack[0].remove_class("-events")
+
     def action_filter(self) -> None:
+        self._requests_on_screen()
         box = self.query_one("#filter", Input)
         box.display = True
         box.focus()
@@ -349,6 +372,7 @@ class IetopApp(ReplayControls):
         table.focus()
 
     def action_sort(self) -> None:
+        self._requests_on_screen()
         table = self.query_one(RequestsTable)
         table.sort_by(COLUMNS[(COLUMNS.index(table.sort_column) + 1) % len(COLUMNS)])
         if self.snap is not None:

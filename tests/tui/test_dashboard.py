@@ -151,3 +151,51 @@ async def test_pause_and_step_hold_the_replay_clock() -> None:
         assert not clock.paused
         await pilot.press("plus")
         assert clock.speed == 2.0
+
+
+async def test_small_terminal_swaps_requests_and_events(app) -> None:  # type: ignore[no-untyped-def]
+    """At 80x24 Requests and Events share one place (there is no room for both): `e` swaps them, and a key
+    that acts on requests (filter, sort) brings Requests back. Taller, `e` only moves the focus."""
+    async with app.run_test(size=(80, 24)) as pilot:
+        await replay_to_end(pilot)
+        requests, events = app.query_one(RequestsTable), app.query_one(EventsTable)
+        assert requests.display and not events.display
+        assert "e: events" in app.export_screenshot().replace("&#160;", " ")
+        await pilot.press("e")
+        assert events.display and not requests.display
+        assert app.focused is events
+        shot = app.export_screenshot().replace("&#160;", " ")
+        assert "qwen3:8b expired" in shot and "e: requests" in shot
+        # Enter opens the highlighted event, as in the tall layout.
+        await pilot.press("enter")
+        assert isinstance(app.screen, DetailScreen)
+        await pilot.press("e")  # over the detail screen: nothing moves underneath
+        await pilot.press("escape")
+        assert events.display and not requests.display
+        await pilot.press("e")
+        assert requests.display and not events.display
+        assert app.focused is requests
+        await pilot.press("e", "slash")
+        assert requests.display and not events.display
+        await pilot.press("escape")
+        # The Events panel focused on a tall screen stays on screen when the window shrinks.
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause()
+        assert requests.display and events.display
+        assert requests.border_subtitle is None
+        await pilot.press("e")
+        assert app.focused is events
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert events.display and not requests.display and app.focused is events
+
+
+async def test_resize_under_an_open_screen_lays_out_the_panels(app) -> None:  # type: ignore[no-untyped-def]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await replay_to_end(pilot)
+        await pilot.press("question_mark")
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        await pilot.press("escape")
+        assert app.screen.has_class("-compact")
+        assert app.query_one(RequestsTable).display and not app.query_one(EventsTable).display

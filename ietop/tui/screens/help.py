@@ -19,6 +19,7 @@ KEYS = (
     ("/", "filter requests (model, path, engine, client, status)"), ("escape", "clear the filter / close"),
     ("s", "sort requests by the next column (click a header to sort by it; again to reverse)"),
     ("1 / 2 / 3", "latency and hint window: 1, 5 or 15 minutes"), ("t", "residency timeline"),
+    ("e", "the Events panel (on a small terminal it takes the place of Requests; e again swaps back)"),
     ("p", "pause (replay: stops the clock; live: freezes the screen)"), ("n", "replay: step one event while paused"),
     ("j", "replay: run to the next load, unload, truncation or error (a new Events row) and pause there"),
     ("J", "replay: back to just after the previous one (the replay starts over and runs there)"),

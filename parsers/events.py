@@ -66,6 +66,18 @@ class GpuInfo(Event):
 
 
 @dataclass(slots=True)
+class GpuMemory(Event):
+    """A device's memory as the scheduler logged it before a load (Ollama `gpu memory` v0.11.5+, `updated
+    VRAM…` v0.1.33+): `free` what the device reported free, `available` what the scheduler counted as left
+    for another model. A figure of that moment, not of now."""
+
+    device_id: str
+    total: str | None
+    free: str | None
+    available: str | None
+
+
+@dataclass(slots=True)
 class DefaultContext(Event):
     """The engine picked a default context from the VRAM tier (Ollama v0.15.5+)."""
 
@@ -321,6 +333,7 @@ __all__ = [
     "Eviction",
     "GenerationStart",
     "GpuInfo",
+    "GpuMemory",
     "HttpAccess",
     "IdleTimer",
     "LoadDecision",
@@ -360,6 +373,7 @@ ALL_EVENT_TYPES: tuple[type[Event], ...] = (
     ServerStart,
     ServerConfig,
     GpuInfo,
+    GpuMemory,
     DefaultContext,
     LoadDecision,
     LoadStart,

@@ -19,6 +19,7 @@ from parsers.events import (
     Event,
     Eviction,
     GpuInfo,
+    GpuMemory,
     IdleTimer,
     LoadDecision,
     LoadDone,
@@ -94,7 +95,17 @@ def _fit(msg: str, attrs: str, level: str, line: int, ts: datetime | None) -> li
 
 def _updated_vram(msg: str, attrs: str, level: str, line: int, ts: datetime | None) -> list[Event]:
     a = parse_attrs(attrs)
-    return [LoadDecision(line, ts, None, None, None, a.get("available"), co_resident=True)]
+    decision = LoadDecision(line, ts, None, None, None, a.get("available"), co_resident=True)
+    device = a.get("gpu")
+    if device is None:
+        return [decision]
+    return [decision, GpuMemory(line, ts, device, a.get("total"), None, a.get("available"))]
+
+
+def _gpu_memory(msg: str, attrs: str, level: str, line: int, ts: datetime | None) -> list[Event]:
+    a = parse_attrs(attrs)
+    device = a.get("id")
+    return [GpuMemory(line, ts, device, None, a.get("free"), a.get("available"))] if device is not None else []
 
 
 def _evict_for_load(msg: str, attrs: str, level: str, line: int, ts: datetime | None) -> list[Event]:
@@ -279,6 +290,7 @@ def _prompt_text(msg: str, attrs: str, level: str, line: int, ts: datetime | Non
 EXACT: dict[str, Handler] = {
     "server config": _server_config,
     "inference compute": _gpu,
+    "gpu memory": _gpu_memory,
     "vram-based default context": _vram_ctx,
     "loaded runners": _loaded,
     "truncating input prompt": _truncating,

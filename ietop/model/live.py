@@ -122,8 +122,7 @@ class LiveView:
             effective=dict(cfg.effective),
             counts=dict(store.counts),
             aliases=dict(store.loads.aliases),
-            log_gpus=tuple(LogGpu(g.name or g.device_id, human_bytes(g.total), human_bytes(g.available))
-                           for g in store.gpus.values()),
+            log_gpus=log_gpus(store),
         )
         # By time, for the windows' bisection (samples arrive in apply order, nearly sorted: a cheap sort).
         return _RecordParts(store.version, pending_loads, pending_unloads, sorted(self.samples, key=sample_time), base)
@@ -157,3 +156,24 @@ def _unique(items: list[Any], when: Any) -> list[Any]:
             out.append(item)
     out.sort(key=when)
     return out
+
+
+def log_gpus(store: Store) -> tuple[LogGpu, ...]:
+    """Each device the log named, with the newest memory figure it gave: what was free before the latest
+    load (`gpu memory`), else what the scheduler left for another model (`updated VRAM…`), else what was
+    available at start-up. A device first seen in a memory line (a log that begins after start-up) is
+    named by its id."""
+    out: list[LogGpu] = []
+    seen = store.gpus
+    for device in [*seen, *(d for d in store.gpu_memory if d not in seen)]:
+        info, mem = seen.get(device), store.gpu_memory.get(device)
+        total = human_bytes(info.total if info is not None else None) or human_bytes(mem.total if mem else None)
+        left, at = (None, None) if info is None else (human_bytes(info.available), info.ts)
+        if mem is not None:
+            left, at = human_bytes(mem.free) or human_bytes(mem.available), mem.ts
+        if info is None and total is None:
+            continue  # `gpu memory` alone gives no size to draw against
+        used = None if total is None or left is None else max(0, total - left)
+        out.append(LogGpu((info.name if info is not None else None) or device, total, used, at))
+    return tuple(out)
+

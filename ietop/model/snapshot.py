@@ -104,11 +104,14 @@ class SourceRow:
 
 @dataclass(frozen=True, slots=True)
 class LogGpu:
-    """A device as the engine's start-up log described it."""
+    """A device as the engine's log described it: its memory in use at the last time the log said (at
+    start-up, or before a load)."""
 
     name: str
     total_bytes: int | None
-    available_bytes: int | None
+    used_bytes: int | None
+    at: datetime | None
+    """When the log gave that figure."""
 
 
 @dataclass(frozen=True, slots=True)

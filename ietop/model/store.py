@@ -75,9 +75,11 @@ class Store:
         self.engines: dict[str, EngineState] = {}
         self.metrics = ScrapeStore()
         self.residency: dict[str, OllamaResidency] = {}
+        """Endpoint → its newest `/api/ps` answer (parsers.api_events.OllamaResidency)."""
         self.gpus: dict[str, ev.GpuInfo] = {}
         """Devices the engine's own log reports (replay has no NVML of that host)."""
-        """Endpoint → its newest `/api/ps` answer (parsers.api_events.OllamaResidency)."""
+        self.gpu_memory: dict[str, ev.GpuMemory] = {}
+        """Device id → the newest memory figure the scheduler logged for it."""
         self._now = 0.0
 
     @property
@@ -234,6 +236,8 @@ class Store:
         elif isinstance(event, ev.GpuInfo):
             self._count("gpus")
             self.gpus[event.device_id] = event
+        elif isinstance(event, ev.GpuMemory):
+            self.gpu_memory[event.device_id] = event
         elif isinstance(event, ev.ProxyRequest):
             self._proxy_request(t, event, ref)
         elif isinstance(event, ev.Scrape):

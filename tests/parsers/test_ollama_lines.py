@@ -79,6 +79,13 @@ CASES: list[tuple[str, str, type[ev.Event], dict[str, Any]]] = [
      ev.DefaultContext, {"ctx": 32768}),
     ("glued stderr 027", 'cuda driver library failed to get device context 2time=2025-03-15T11:39:07.109+01:00 level=INFO source=sched.go:1 msg="loaded runners" count=2',
      ev.RunnersLoaded, {"count": 2}),
+    ("gpu memory Metal 006", 'time=2026-02-13T00:02:07.793-05:00 level=INFO source=sched.go:470 msg="gpu memory" id=0 library=Metal available="11.3 GiB" free="11.8 GiB" minimum="512.0 MiB" overhead="0 B"',
+     ev.GpuMemory, {"device_id": "0", "total": None, "free": "11.8 GiB", "available": "11.3 GiB"}),
+    ("updated VRAM 027", 'time=2025-03-15T11:39:07.136+01:00 level=INFO source=sched.go:508 msg="updated VRAM based on existing loaded models" gpu=GPU-a1c88671-c53c-a240-0fe5-5e9bd6b67d6e library=cuda total="47.5 GiB" available="38.6 GiB"',
+     ev.GpuMemory, {"device_id": "GPU-a1c88671-c53c-a240-0fe5-5e9bd6b67d6e", "total": "47.5 GiB", "free": None,
+                    "available": "38.6 GiB"}),
+    ("updated VRAM co-resident 027", 'time=2025-03-15T11:39:07.136+01:00 level=INFO source=sched.go:508 msg="updated VRAM based on existing loaded models" gpu=GPU-a1c88671-c53c-a240-0fe5-5e9bd6b67d6e library=cuda total="47.5 GiB" available="38.6 GiB"',
+     ev.LoadDecision, {"co_resident": True, "available": "38.6 GiB"}),
     ("chat request prompt (ref)", 'time=2024-08-29T17:15:51.787Z level=DEBUG source=routes.go:208 msg="chat request" prompt="<|user|>hi" images=0',
      ev.PromptText, {"text": "<|user|>hi"}),
 ]

@@ -56,7 +56,8 @@ async def test_every_line_fits_the_panel(size: tuple[int, int]) -> None:
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)])
 async def test_replay_lines_fit_the_panel(size: tuple[int, int]) -> None:
-    """In a replay the panel shows what the log says: the GPU Ollama found at start and the resident models."""
+    """In a replay the panel shows what the log says: the GPU Ollama found, how much of it was in use at the
+    newest line that said (before the latest load: 23.6 GiB free), when that was, and the resident models."""
     app = replay_app([str(INCIDENT)], 0, until=moment())
     async with app.run_test(size=size) as pilot:
         await replay_settled(pilot)
@@ -64,9 +65,11 @@ async def test_replay_lines_fit_the_panel(size: tuple[int, int]) -> None:
         lines = _lines(panel)
         width = panel.content_size.width
         assert lines[0].startswith("GPU GeForce RTX") and lines[0].endswith(" (log)")
-        assert lines[1].endswith(" 409.6 MiB/24.0 GiB")  # 24 GiB, 23.6 GiB free at start (the log's line)
-        assert lines[2:4] == ["resident:", f"  {'qwen3:8b':<{width - 10}} 6.6 GiB"]
-        assert lines[4] == "budget 27% of VRAM" and lines[5].endswith(" 6.6/24.0 GiB")
+        assert lines[1].endswith(" 409.6 MiB/24.0 GiB")  # 24 GiB, 23.6 GiB free (the log's `gpu memory`)
+        assert lines[2] == "  in use at 14:05:41"
+        # The budget, then the models it sums (the last lines are what a short panel loses).
+        assert lines[3] == "budget 27% of VRAM" and lines[4].endswith(" 6.6/24.0 GiB")
+        assert lines[5:] == [f"  {'qwen3:8b':<{width - 10}} 6.6 GiB"]
         too_wide = [line for line in lines if len(line) > width]
         assert not too_wide, (width, too_wide)
 

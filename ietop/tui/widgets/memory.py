@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ietop.model.snapshot import Snapshot
-from ietop.tui.format import bar, clean, size
+from ietop.tui.format import bar, clean, clock, size
 
 if TYPE_CHECKING:  # psutil and NVML load in the sampling worker, not before the first frame
     from ietop.sources.gpu import GpuSample
@@ -68,12 +68,12 @@ class MemoryPanel(Static):
         if hw is None:  # replay: not this host's hardware; what the log says about its devices instead
             hw = Hardware(None, (), None if snap.log_gpus else "replay: no device in the log", {})
             for lg in snap.log_gpus:
-                # What the engine logged when it started: the device and how much of it was in use then.
+                # What the engine logged: the device and how much of it was in use then (not now).
                 name = clean(lg.name).removeprefix("NVIDIA ")[: max(4, width - len("GPU  (log)"))]
                 parts.append(Text("GPU ", style="bold") + Text(name) + Text(" (log)", style="dim"))
-                used = None if lg.total_bytes is None or lg.available_bytes is None else \
-                    lg.total_bytes - lg.available_bytes
-                parts.append(_gauge(used, lg.total_bytes, width))
+                parts.append(_gauge(lg.used_bytes, lg.total_bytes, width))
+                if lg.at is not None:
+                    parts.append(Text(f"  in use at {clock(lg.at)}", style="dim"))
         for g in hw.gpus:
             # nvidia-smi's order and units: utilisation, power, temperature.
             label = f"GPU{g.index} "
@@ -142,18 +142,20 @@ def _breakdown(snap: Snapshot, hw: Hardware, width: int) -> Sequence[Text]:
     if not sized:
         return [Text("per-model sizes: unknown (poll Ollama's /api/ps, or OLLAMA_DEBUG logs)", style="dim")] \
             if snap.resident else []
-    out = [Text("resident:", style="bold")]
+    models = []
     for r in sized:
         amount = size(r.size_bytes)
         room = max(4, width - 3 - len(amount))
-        out.append(Text(f"  {clean(r.model)[:room]:<{room}} {amount}"))
+        models.append(Text(f"  {clean(r.model)[:room]:<{room}} {amount}"))
     total = sum(r.size_bytes or 0 for r in sized)
     budget = (sum(g.memory_total or 0 for g in hw.gpus) or sum(g.total_bytes or 0 for g in snap.log_gpus)
               or (hw.host.total if hw.host else 0))
-    if budget:
-        frac = total / budget
-        style = "bold red" if frac > 0.9 else "yellow" if frac > 0.75 else "green"
-        where = "VRAM" if hw.gpus or snap.log_gpus else "RAM"
-        out.append(Text("budget ", style="bold") + Text(f"{frac:.0%} of {where}", style=style))
-        out.append(_gauge(total, budget, width))
-    return out
+    if not budget:
+        return [Text("resident:", style="bold"), *models]
+    # The sum first, then its parts: when the panel is too short for every model, the last ones fall off
+    # its bottom edge, not the budget line.
+    frac = total / budget
+    style = "bold red" if frac > 0.9 else "yellow" if frac > 0.75 else "green"
+    where = "VRAM" if hw.gpus or snap.log_gpus else "RAM"
+    return [Text("budget ", style="bold") + Text(f"{frac:.0%} of {where}", style=style),
+            _gauge(total, budget, width), *models]

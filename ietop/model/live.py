@@ -105,6 +105,11 @@ class LiveView:
         def names(model: str | None) -> str | None:
             return store.loads.name(model) if model else None
 
+        engines = [source.engine for source in store.sources]
+
+        def engine_of(src: int) -> str:
+            return engines[src] if 0 <= src < len(engines) else ""
+
         cfg = store.settings
         base = Snapshot(
             version=store.version,
@@ -114,7 +119,7 @@ class LiveView:
             resident=resident_rows(store, loads, unloads),
             latency=(),
             requests=tuple(reversed(self.requests)),
-            events=event_rows(loads, unloads, self.simple, names),
+            events=event_rows(loads, unloads, self.simple, names, engine_of=engine_of),
             hints=(),
             timeline=build_timeline(loads, unloads, names),
             sources=tuple(SourceRow(s.path, s.engine, s.lines, s.unparsed_lines, s.version) for s in store.sources),

@@ -113,16 +113,18 @@ def _unload_row(u: Unload, names: Names) -> EventRow:
     return EventRow(u.t, u.time, kind, u.engine, names(u.model), text, tuple(u.evidence) or (u.ref,))
 
 
-def _simple_row(s: Simple) -> EventRow:
+def _simple_row(s: Simple, engine_of: Callable[[int], str]) -> EventRow:
     d = s.data
     time = _parse_time(d.get("time"))
+    # The record names no engine (analyze's JSON keeps to its contract): the log it came from does.
+    engine = d.get("engine") or engine_of(s.ref.src)
     if s.kind == "truncation":
         prompt, kept = d.get("prompt"), d.get("new") or d.get("limit")
         text = f"prompt truncated: {prompt} → {kept} tokens" if prompt is not None else "prompt truncated"
-        return EventRow(s.t or 0.0, time, "truncation", d.get("engine") or "ollama", d.get("model"), text, (s.ref,))
+        return EventRow(s.t or 0.0, time, "truncation", engine, d.get("model"), text, (s.ref,))
     message = str(d.get("message", ""))
     text = f"{d.get('kind', 'error')}: {message}"
-    return EventRow(s.t or 0.0, time, "error", d.get("engine") or "", d.get("model"), text, (s.ref,))
+    return EventRow(s.t or 0.0, time, "error", engine, d.get("model"), text, (s.ref,))
 
 
 def _parse_time(value: Any) -> datetime | None:
@@ -135,7 +137,8 @@ def _parse_time(value: Any) -> datetime | None:
 
 
 def event_rows(loads: Iterable[Load], unloads: Iterable[Unload], simple: Iterable[Simple],
-               names: Names = _as_is, limit: int = 500) -> tuple[EventRow, ...]:
+               names: Names = _as_is, limit: int = 500,
+               engine_of: Callable[[int], str] = lambda _src: "") -> tuple[EventRow, ...]:
     """The newest `limit` rows. Rows are built only for the records that can be among them: of each kind, those
     at or after the time of its `limit`-th newest (ties kept), as the full sort would pick them."""
     # Sorted as the rows would be (by time, newest first, stable: loads, then unloads, then the rest), then
@@ -143,7 +146,7 @@ def event_rows(loads: Iterable[Load], unloads: Iterable[Unload], simple: Iterabl
     picked: list[tuple[float, Callable[[], EventRow]]] = []
     picked += [(_load_t(ld), partial(_load_row, ld, names)) for ld in _newest(loads, limit, _load_t)]
     picked += [(u.t, partial(_unload_row, u, names)) for u in _newest(unloads, limit, _unload_t)]
-    picked += [(_simple_t(s), partial(_simple_row, s)) for s in _newest(simple, limit, _simple_t)]
+    picked += [(_simple_t(s), partial(_simple_row, s, engine_of)) for s in _newest(simple, limit, _simple_t)]
     picked.sort(key=lambda p: p[0], reverse=True)
     return tuple(make() for _t, make in picked[:limit])
 

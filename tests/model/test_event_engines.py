@@ -1,0 +1,32 @@
+"""Each Events row names the engine whose log the event came from: errors and truncations carry no engine
+of their own (the analyze JSON contract has none for them), so the row takes its source's."""
+
+from __future__ import annotations
+
+import pytest
+
+from ietop.pipeline import run_files
+from ietop.tui.run import new_store
+from tests.tui.support import ROOT
+
+
+@pytest.mark.parametrize(("fixture", "rows"), [
+    ("vllm/018-v1-0.15-error-kv-cache-too-small.txt", [("error", "vllm")]),
+    ("vllm/021-v1-0.11-cuda-oom.txt", [("error", "vllm")]),
+    ("mlx/004-mlx-lm-1513-generate-thread-metal-malloc.txt", [("crash", "mlx"), ("error", "mlx")]),
+    ("ollama/004-v06-embeddings-truncation.log", [("truncation", "ollama"), ("load", "ollama")]),
+])
+def test_rows_name_the_engine_of_their_log(fixture: str, rows: list[tuple[str, str]]) -> None:
+    store, view, _evidence = new_store()
+    run_files(store, [str(ROOT / "fixtures" / fixture)])
+    snap = view.snapshot(store.now, 300)
+    assert [(e.kind, e.engine) for e in snap.events] == rows
+
+
+def test_two_engines_in_one_replay() -> None:
+    store, view, _evidence = new_store()
+    run_files(store, [str(ROOT / "fixtures/vllm/021-v1-0.11-cuda-oom.txt"),
+                      str(ROOT / "fixtures/ollama/004-v06-embeddings-truncation.log")])
+    snap = view.snapshot(store.now, 10**9)
+    engines = {(e.kind, e.engine) for e in snap.events}
+    assert ("error", "vllm") in engines and ("truncation", "ollama") in engines

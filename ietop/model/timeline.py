@@ -222,9 +222,15 @@ def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload]
         last, n, ev = history(model)
         seen.add(_short(model))
         size, vram, expires = store.loads.runners.get(store.loads.name(model), (None, None, None))
-        rows.append(ResidentRow(last.engine if last else "ollama", model, "log", size, vram, expires_at=expires,
-                                ctx=per_slot(last),
-                                ctx_configured=ctx_claim, parallel=last.parallel if last else None,
+        engine = last.engine if last else "ollama"
+        ctx = per_slot(last)
+        claim = ctx_claim
+        if engine == "vllm":
+            size, ctx = vllm_footprint(store), ctx or vllm_context(store)
+            claim = _configured_int(store, "max_model_len")
+        rows.append(ResidentRow(engine, model, "log", size, vram, expires_at=expires,
+                                ctx=ctx,
+                                ctx_configured=claim, parallel=last.parallel if last else None,
                                 loaded_since=since, loads=n, evictions=ev,
                                 last_load_s=last.duration_s if last else None, ref=last.ref if last else None))
     for src, model, state in store.mlx_processes():
@@ -238,10 +244,36 @@ def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload]
             for model in st.models:
                 if _short(model) not in seen:
                     seen.add(_short(model))
-                    eff = store.settings.effective.get("max_model_len")
-                    rows.append(ResidentRow("vllm", model, "models", ctx=eff if isinstance(eff, int) else None,
+                    rows.append(ResidentRow("vllm", model, "models", vllm_footprint(store), ctx=vllm_context(store),
+                                            ctx_configured=_configured_int(store, "max_model_len"),
                                             loaded_since=st.since))
     return tuple(rows)
+
+
+_VLLM_PARTS = ("model_memory_gib", "kv_available_gib", "cudagraph_gib")
+"""What a vLLM server holds once started, as its log says: the weights (`Model loading took X GiB`), the KV
+cache it allocated (`Available KV cache memory`, or the CPU backend's explicit size) and CUDA graphs."""
+
+
+def vllm_footprint(store: Store) -> int | None:
+    """Bytes a vLLM server holds by its start-up lines; None when the log gave none of them."""
+    parts = [v for key in _VLLM_PARTS if isinstance(v := store.settings.effective.get(key), (int, float))]
+    return round(sum(parts) * (1 << 30)) if parts else None
+
+
+def vllm_context(store: Store) -> int | None:
+    """The context a vLLM server runs with: /v1/models' max_model_len, else the tokens per request of its
+    `Maximum concurrency for N tokens per request` line."""
+    for name in ("max_model_len", "max_concurrency_tokens"):
+        value = store.settings.effective.get(name)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def _configured_int(store: Store, name: str) -> int | None:
+    value = store.settings.configured.get(name)
+    return value if isinstance(value, int) else None
 
 
 # -- latency -----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from ietop.sources.host import HostMemory
 from ietop.tui.app import HardwareSampled
 from ietop.tui.run import replay_app
 from ietop.tui.widgets.memory import EngineProcess, Hardware, MemoryPanel
-from tests.tui.support import INCIDENT, moment, replay_settled
+from tests.tui.support import INCIDENT, ROOT, moment, replay_settled
 
 GIB = 1 << 30
 H200 = GpuSample(index=0, name="NVIDIA H200", uuid="GPU-df2b2301-2f49-d39a-e374-d30245875b8d",
@@ -110,3 +110,18 @@ async def test_a_new_sample_lays_the_screen_out_again_only_when_the_panel_may_ch
         layouts.clear()
         fewer = await sample(HOST, ())
         assert len(fewer) < len(first) and any(layouts), "fewer lines: the screen is laid out again"
+
+
+@pytest.mark.parametrize(("log", "until", "advice"), [
+    ("fixtures/mlx/006-turboquant-mlx-11-stock-0.31-info-log.txt", None, "MLX: its server process's RSS (live)"),
+    # The incident while gemma3:27b loads: its blob is resident, no line has given its size yet.
+    ("ietop/demo/incident.log", "2026-11-28T14:03:45Z", "Ollama: poll /api/ps, or OLLAMA_DEBUG logs"),
+])
+async def test_unknown_sizes_say_where_they_would_come_from(log: str, until: str | None, advice: str) -> None:
+    from ietop.pipeline import parse_time_arg
+
+    app = replay_app([str(ROOT / log)], 0, until=parse_time_arg(until) if until else None)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await replay_settled(pilot)
+        assert app.snap is not None and app.snap.resident and not any(r.size_bytes for r in app.snap.resident)
+        assert " ".join(_lines(app.query_one(MemoryPanel))).endswith(f"per-model sizes: unknown ({advice})")

@@ -118,6 +118,12 @@ class MemoryPanel(Static):
         self.update(Group(*parts), layout=relayout)
 
 
+_SIZES_FROM = {
+    "ollama": "Ollama: poll /api/ps, or OLLAMA_DEBUG logs",
+    "vllm": "vLLM: keep its log from start-up",
+    "mlx": "MLX: its server process's RSS (live)",
+}
+"""Where a resident model's size would come from, per engine, when nothing gave it."""
 NARROWEST = 24
 """Content width at the stylesheet's min-width (#memory: 28 with the border and the padding)."""
 
@@ -140,8 +146,11 @@ def _gauge(used: int | None, total: int | None, width: int) -> Text:
 def _breakdown(snap: Snapshot, hw: Hardware, width: int) -> Sequence[Text]:
     sized = [r for r in snap.resident if r.size_bytes]
     if not sized:
-        return [Text("per-model sizes: unknown (poll Ollama's /api/ps, or OLLAMA_DEBUG logs)", style="dim")] \
-            if snap.resident else []
+        if not snap.resident:
+            return []
+        # Where each engine's sizes would come from (once per engine, in the rows' order).
+        where = "; ".join(dict.fromkeys(_SIZES_FROM[r.engine] for r in snap.resident if r.engine in _SIZES_FROM))
+        return [Text(f"per-model sizes: unknown ({where})" if where else "per-model sizes: unknown", style="dim")]
     models = []
     for r in sized:
         amount = size(r.size_bytes)

@@ -113,7 +113,7 @@ async def test_a_new_sample_lays_the_screen_out_again_only_when_the_panel_may_ch
 
 
 @pytest.mark.parametrize(("log", "until", "advice"), [
-    ("fixtures/mlx/006-turboquant-mlx-11-stock-0.31-info-log.txt", None, "MLX: its server process's RSS (live)"),
+    ("fixtures/mlx/006-turboquant-mlx-11-stock-0.31-info-log.txt", None, "MLX: its process's RSS, live"),
     # The incident while gemma3:27b loads: its blob is resident, no line has given its size yet.
     ("ietop/demo/incident.log", "2026-11-28T14:03:45Z", "Ollama: poll /api/ps, or OLLAMA_DEBUG logs"),
 ])

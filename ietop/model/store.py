@@ -390,6 +390,13 @@ class Store:
         c = self.counts
         return self.loads.loads_total + self.loads.unloads_total + c.get("truncations", 0) + c.get("errors", 0)
 
+    def vllm_startup(self, src: int | None = None) -> dict[str, float | str]:
+        """The start-up facts of vLLM log `src`; with None, those of the only vLLM log ({} with several)."""
+        if src is None:
+            return dict(next(iter(self._vllm.values())).startup_facts) if len(self._vllm) == 1 else {}
+        tracker = self._vllm.get(src)
+        return dict(tracker.startup_facts) if tracker is not None else {}
+
     def mlx_processes(self) -> list[tuple[int, str, str | None]]:
         """(source, resident model, state) of each MLX log: one model per mlx_lm.server process."""
         return [(src, m.resident, m.state) for src, m in self._mlx.items()]

@@ -6,7 +6,7 @@ Pure functions of store state and records; `now` is passed in.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from functools import partial
 from typing import Any
@@ -226,8 +226,8 @@ def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload]
         ctx = per_slot(last)
         claim = ctx_claim
         if engine == "vllm":
-            size, ctx = vllm_footprint(store), ctx or vllm_context(store)
-            claim = _configured_int(store, "max_model_len")
+            size, vllm_ctx, claim = vllm_figures(store.vllm_startup(last.ref.src if last else None))
+            ctx = ctx or vllm_ctx
         rows.append(ResidentRow(engine, model, "log", size, vram, expires_at=expires,
                                 ctx=ctx,
                                 ctx_configured=claim, parallel=last.parallel if last else None,
@@ -244,8 +244,8 @@ def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload]
             for model in st.models:
                 if _short(model) not in seen:
                     seen.add(_short(model))
-                    rows.append(ResidentRow("vllm", model, "models", vllm_footprint(store), ctx=vllm_context(store),
-                                            ctx_configured=_configured_int(store, "max_model_len"),
+                    size, ctx, claim = vllm_figures(store.vllm_startup())
+                    rows.append(ResidentRow("vllm", model, "models", size, ctx=ctx, ctx_configured=claim,
                                             loaded_since=st.since))
     return tuple(rows)
 
@@ -255,25 +255,13 @@ _VLLM_PARTS = ("model_memory_gib", "kv_available_gib", "cudagraph_gib")
 cache it allocated (`Available KV cache memory`, or the CPU backend's explicit size) and CUDA graphs."""
 
 
-def vllm_footprint(store: Store) -> int | None:
-    """Bytes a vLLM server holds by its start-up lines; None when the log gave none of them."""
-    parts = [v for key in _VLLM_PARTS if isinstance(v := store.settings.effective.get(key), (int, float))]
-    return round(sum(parts) * (1 << 30)) if parts else None
-
-
-def vllm_context(store: Store) -> int | None:
-    """The context a vLLM server runs with: /v1/models' max_model_len, else the tokens per request of its
-    `Maximum concurrency for N tokens per request` line."""
-    for name in ("max_model_len", "max_concurrency_tokens"):
-        value = store.settings.effective.get(name)
-        if isinstance(value, int):
-            return value
-    return None
-
-
-def _configured_int(store: Store, name: str) -> int | None:
-    value = store.settings.configured.get(name)
-    return value if isinstance(value, int) else None
+def vllm_figures(facts: Mapping[str, float | str]) -> tuple[int | None, int | None, int | None]:
+    """From one vLLM server's start-up facts: the bytes it holds (None when no line said), the context in
+    effect (`Maximum concurrency for N tokens per request`) and the configured max_model_len (the claim)."""
+    parts = [v for key in _VLLM_PARTS if isinstance(v := facts.get(key), (int, float))]
+    ctx, claim = facts.get("max_concurrency_tokens"), facts.get("max_model_len")
+    return (round(sum(parts) * (1 << 30)) if parts else None, ctx if isinstance(ctx, int) else None,
+            claim if isinstance(claim, int) else None)
 
 
 # -- latency -----------------------------------------------------------------------------------

@@ -30,6 +30,8 @@ class VllmTracker:
         self.settings = settings
         self.facts = facts
         self._prompt_seen: set[str] = set()
+        self.startup_facts: dict[str, float | str] = {}
+        """This server's start-up facts by key (the store's settings are one map for all its logs)."""
 
     def stats(self, t: float, e: ev.EngineStats, ref: Ref) -> None:
         self.sink("stats", Simple("stats", {
@@ -39,6 +41,7 @@ class VllmTracker:
         }, ref, t))
 
     def startup(self, e: ev.StartupFact, ref: Ref) -> None:
+        self.startup_facts[e.key] = e.value
         if e.key in CONFIGURED_KEYS:
             self.settings.claim(e.key, e.value, ref)
         if e.key != "max_model_len":

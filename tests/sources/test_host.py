@@ -221,3 +221,21 @@ def test_gpu_wired_limit_gives_up_after_a_second(tmp_path: Path, monkeypatch: py
     began = time.monotonic()
     assert host.gpu_wired_limit_bytes() is None
     assert time.monotonic() - began < 5
+
+
+def test_a_holder_gone_since_the_table_was_read(child: Child, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The system table names one holder per socket; when it names a forked helper that exits before it is
+    looked at (seen in CI with mlx_lm.server), the server is found by reading the table again, not the dead
+    helper's pid reported."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # reaped: its pid names no process
+    reads: list[int] = []
+    real = host._listening_on
+
+    def first_names_the_gone_one(port: int) -> set[int]:
+        reads.append(port)
+        return {gone.pid} if len(reads) == 1 else real(port)
+
+    monkeypatch.setattr(host, "_listening_on", first_names_the_gone_one)
+    assert find_processes(port=child.port) == [child.proc.pid]
+    assert len(reads) == 2

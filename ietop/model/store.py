@@ -224,7 +224,12 @@ class Store:
             self.facts.task_event(src, t, event, ref)
         elif isinstance(event, ev.ErrorEvent):
             self._error(src, t, event, ref, engine)
+        elif isinstance(event, ev.ServerStop):
+            loads.server_gone(src, t, ts, ref, engine)
         elif isinstance(event, ev.ServerStart):
+            if engine == "ollama":
+                # Ollama listens before it loads anything: what is resident came from a server before this one.
+                loads.server_gone(src, t, ts, ref, engine)
             info = self.sources[src]
             info.version = event.version or info.version
             s.observe("listen", event.listen, ref)
@@ -281,7 +286,8 @@ class Store:
         elif isinstance(event, ev.EngineStatus):
             self._engine_status(t, event)
         else:
-            self.engines.setdefault(event.endpoint, EngineState(event.engine, event.endpoint)).models = event.models
+            st = self.engines.setdefault(event.endpoint, EngineState(event.engine, event.endpoint))
+            st.models, st.context = event.models, event.max_model_len
 
     def process_sample(self, src: int, t: float, rss_bytes: int | None, alive: bool) -> None:
         """A sample of the engine process behind a log source (live mode: ietop.sources.host)."""
@@ -323,6 +329,11 @@ class Store:
             arrived = self.facts.model_for(src, req)
             if arrived is not None and req.model is None:
                 req.model = self.loads.name(arrived)
+            elif req.model is None and req.status < 400 and (vllm := self._vllm.get(src)) is not None:
+                # vLLM's access line names no model; a request it served went to the one model it serves
+                # (an unknown name is answered 404), under the name clients use.
+                served = vllm.startup_facts.get("served_model")
+                req.model = str(served) if served is not None else None
             self.loads.attribute(req)
         self._finish_request(req)
 

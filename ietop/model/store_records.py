@@ -36,6 +36,8 @@ class EngineState:
     since: float | None = None
     models: tuple[str, ...] | None = None
     version: str | None = None
+    context: int | None = None
+    """The context its models run with, as its API says (vLLM `/v1/models` max_model_len)."""
 
 
 class ListSink:

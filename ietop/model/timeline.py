@@ -106,6 +106,8 @@ def _unload_row(u: Unload, names: Names) -> EventRow:
     elif u.reason in _UNLOAD_TEXT:
         kind, fmt = _UNLOAD_TEXT[u.reason]
         text = fmt.format(m=m, f=for_model or "another model")
+    elif u.server_stopped:
+        kind, text = "unload", f"{m} unloaded: its server stopped"
     else:
         kind, text = "unload", f"unloaded {m}"
     if u.vram_wait_s:
@@ -245,7 +247,7 @@ def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload]
                 if _short(model) not in seen:
                     seen.add(_short(model))
                     size, ctx, claim = vllm_figures(store.vllm_startup())
-                    rows.append(ResidentRow("vllm", model, "models", size, ctx=ctx, ctx_configured=claim,
+                    rows.append(ResidentRow("vllm", model, "models", size, ctx=st.context or ctx, ctx_configured=claim,
                                             loaded_since=st.since))
     return tuple(rows)
 

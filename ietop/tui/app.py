@@ -301,7 +301,7 @@ class IetopApp(ReplayControls):
         self.snap, self._drawn_hardware = snap, self.hardware
         started = {e.engine: e.started for e in self.hardware.engines if e.started} if self.hardware else {}
         bar.show(snap, self._status_text(), self.setup.discovered, started)
-        residency.show(snap)
+        residency.show(snap, started)
         memory.show(snap, self.hardware)
         latency.show(snap)
         hints.show(snap)

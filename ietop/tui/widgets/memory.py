@@ -120,7 +120,7 @@ class MemoryPanel(Static):
 
 _SIZES_FROM = {
     "ollama": "Ollama: poll /api/ps, or OLLAMA_DEBUG logs",
-    "vllm": "vLLM: keep its log from start-up",
+    "vllm": "vLLM: its log's start-up lines",
     "mlx": "MLX: its process's RSS, live",
 }
 """Where a resident model's size would come from, per engine, when nothing gave it."""

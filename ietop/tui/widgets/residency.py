@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
 from rich.text import Text
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
@@ -31,8 +34,9 @@ class ResidencyTable(DataTable[object]):
     def on_mount(self) -> None:
         self.cursor_type = "row"
 
-    def show(self, snap: Snapshot) -> None:
-        rows = [self._cells(r, snap.now) for r in snap.resident]
+    def show(self, snap: Snapshot, started: dict[str, float] | None = None) -> None:
+        """`started`: engine → its process start time, when it runs on this host."""
+        rows = [self._cells(r, snap.now) for r in since_process_start(snap.resident, started or {})]
         key = [[(c.plain, c.style) for c in row] for row in rows]
         if key == self._shown:
             return  # unchanged: keep the table (and its cursor) as it is
@@ -59,3 +63,11 @@ class ResidencyTable(DataTable[object]):
                 Text(str(r.loads)), Text(str(r.evictions), style="bold red" if r.evictions else ""),
                 Text(secs(r.last_load_s)), Text(ago(r.loaded_since, now) if r.loaded_since else "—"),
                 Text("—" if r.parallel is None else str(r.parallel)), safe(r.engine), safe(r.source, "dim")]
+
+
+def since_process_start(rows: Sequence[ResidentRow], started: Mapping[str, float]) -> list[ResidentRow]:
+    """A vLLM server loads its one model as it starts: a row its API listed (ietop may have started later)
+    is resident since the server process started, when that process runs on this host."""
+    return [replace(r, loaded_since=started[r.engine]) if r.source == "models" and r.engine == "vllm"
+            and r.engine in started else r for r in rows]
+

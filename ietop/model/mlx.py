@@ -26,6 +26,9 @@ DEFAULT_MODEL = "default"
 """The label of the model the server was started with (`--model`); the log never names it."""
 IDLE_FINALIZE_S = 60.0
 """A request with no new fact for this long is finished (streams have no end marker)."""
+FULL_QUIET_S = 0.5
+"""A stream that produced the max_tokens its body asked for is finished once this long has passed after its
+last token (a usage line, if any, is written right after it)."""
 RSS_STEP_MIN = 64 << 20
 RSS_STEP_FRACTION = 0.25
 """An RSS change at least this large (bytes, and fraction of the RSS) is weights coming or going."""
@@ -43,6 +46,7 @@ class _Arrival:
     model: str
     stream: bool | None
     load: Load | None = None
+    max_tokens: int | None = None
 
 
 @dataclass(slots=True)
@@ -90,7 +94,7 @@ class MlxTracker:
     def body(self, t: float, event: ev.RequestBody, ref: Ref) -> None:
         self.debug = True
         self._close_idle_streams(t)
-        arrival = _Arrival(t, event.ts, ref, event.model or DEFAULT_MODEL, event.stream)
+        arrival = _Arrival(t, event.ts, ref, event.model or DEFAULT_MODEL, event.stream, max_tokens=event.max_tokens)
         pending_model = self._arrivals[-1].model if self._arrivals else self.resident
         if arrival.model != pending_model:
             load = Load(event.ts, t, "mlx", ref, model=arrival.model, runner="mlx_lm.server")
@@ -224,6 +228,19 @@ class MlxTracker:
         for e in list(self._episodes):
             if t - e.last_t > IDLE_FINALIZE_S:
                 self._finish(e, None)
+            elif self._full(e) and e.last_token_t is not None and t - e.last_token_t > FULL_QUIET_S:
+                # All the tokens it asked for are out: it ended then (the log says nothing more of a stream;
+                # without this it waited for the next request, or a minute).
+                self._finish(e, e.last_token_t)
+
+    @staticmethod
+    def _full(e: _Episode) -> bool:
+        """It produced the max_tokens its body asked for, counted unambiguously, and its access line (a
+        stream's comes first) is bound to it."""
+        limit = e.arrival.max_tokens if e.arrival is not None else None
+        if not limit or e.request is None or e.tokens_ambiguous or e.usage is not None:
+            return False
+        return e.tokens >= limit
 
     def flush(self) -> None:
         for e in list(self._episodes):

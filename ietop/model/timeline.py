@@ -230,7 +230,8 @@ def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload]
         if engine == "vllm":
             size, vllm_ctx, claim = vllm_figures(store.vllm_startup(last.ref.src if last else None))
             ctx = ctx or vllm_ctx
-        rows.append(ResidentRow(engine, model, "log", size, vram, expires_at=expires,
+        # Named as the Events rows name it (a blob by its alias, a path by its last element).
+        rows.append(ResidentRow(engine, store.loads.name(model), "log", size, vram, expires_at=expires,
                                 ctx=ctx,
                                 ctx_configured=claim, parallel=last.parallel if last else None,
                                 loaded_since=since, loads=n, evictions=ev,

@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.text import Text
 
+from ietop.model.names import model_name
 from ietop.model.records import Request
 from ietop.model.snapshot import Snapshot
 from ietop.tui.format import cell, clock, secs
@@ -42,7 +43,7 @@ def matches(req: Request, needle: str, model: str | None = None) -> bool:
 def request_cells(r: Request, model: str | None) -> tuple[Cell, ...]:
     bad = r.status >= 400
     return (
-        (clock(r.time, r.t_end), ""), cell(r.engine), cell(model or "?"),
+        (clock(r.time, r.t_end), ""), cell(r.engine), cell(model_name(model) or "?"),
         (str(r.status), "bold red" if bad else "green"),
         ("—" if r.prompt_tokens is None else str(r.prompt_tokens), ""),
         ("yes", "bold yellow") if r.truncated else ("", ""),

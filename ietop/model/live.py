@@ -181,4 +181,3 @@ def log_gpus(store: Store) -> tuple[LogGpu, ...]:
         used = None if total is None or left is None else max(0, total - left)
         out.append(LogGpu((info.name if info is not None else None) or device, total, used, at))
     return tuple(out)
-

@@ -70,4 +70,3 @@ def since_process_start(rows: Sequence[ResidentRow], started: Mapping[str, float
     is resident since the server process started, when that process runs on this host."""
     return [replace(r, loaded_since=started[r.engine]) if r.source == "models" and r.engine == "vllm"
             and r.engine in started else r for r in rows]
-

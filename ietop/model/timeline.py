@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from functools import partial
 from typing import Any
 
@@ -86,8 +86,11 @@ def _load_row(ld: Load, names: Names) -> EventRow:
     else:
         text, kind = f"loading {model}", "load"
     t = ld.t_end if ld.t_end is not None else ld.t_begin
+    # A row is placed by when it happened, and says so: a load that ended (loaded, failed) at its end, in the
+    # log's own clock (its start's time moved on by the same seconds); one still going at its start.
+    time = ld.time + timedelta(seconds=t - ld.t_begin) if ld.time is not None else None
     refs = (ld.ref,) if ld.done_ref is None else (ld.ref, ld.done_ref)
-    return EventRow(t, ld.time, kind, ld.engine, names(ld.model), text, refs)
+    return EventRow(t, time, kind, ld.engine, names(ld.model), text, refs)
 
 
 _UNLOAD_TEXT = {

@@ -3,6 +3,8 @@ of their own (the analyze JSON contract has none for them), so the row takes its
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from ietop.pipeline import run_files
@@ -30,3 +32,17 @@ def test_two_engines_in_one_replay() -> None:
     snap = view.snapshot(store.now, 10**9)
     engines = {(e.kind, e.engine) for e in snap.events}
     assert ("error", "vllm") in engines and ("truncation", "ollama") in engines
+
+
+@pytest.mark.parametrize("until", ["2026-11-28T14:03:20Z", "2026-11-28T14:06:30Z", None])
+def test_rows_read_in_time_order(until: str | None) -> None:
+    """Rows are placed newest first by when each thing happened, and the time column says that time: a load
+    that ended shows its end (it showed its start, so a failed load sat above errors logged after it)."""
+    from ietop.pipeline import parse_time_arg
+
+    store, view, _evidence = new_store()
+    run_files(store, [str(ROOT / "ietop/demo/incident.log")], until=parse_time_arg(until) if until else None)
+    rows = view.snapshot(store.now, 10**6).events
+    times = [(r.time.timestamp(), r.kind, r.text) for r in rows if r.time is not None]
+    assert len(times) >= 4
+    assert all(a[0] >= b[0] - 0.001 for a, b in pairwise(times)), times

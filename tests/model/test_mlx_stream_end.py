@@ -47,14 +47,3 @@ def test_the_model_asked_for_by_path_is_named_as_the_events_name_it() -> None:
     snap = view.snapshot(store.now, 10**6)
     assert [(r.engine, r.model) for r in snap.resident] == [("mlx", "tiny-b")]
     assert "loaded tiny-b in 0.1s" in [e.text for e in snap.events]
-
-
-def test_the_requests_table_names_it_short_too() -> None:
-    from ietop.tui.widgets.requests import request_cells
-
-    store, view, _evidence = new_store()
-    tail = TailParse(store, str(LOG), "mlx", Evidence())
-    store.apply_all(tail.parse(LOG.read_text().splitlines()))
-    snap = view.snapshot(store.now, 10**6)
-    assert [request_cells(r, snap.model_name(r.model))[2][0] for r in snap.requests] == ["tiny-b", *["default"] * 3]
-    assert snap.requests[0].model is not None and snap.requests[0].model.endswith("/tiny-b")  # kept whole

@@ -65,17 +65,3 @@ def test_each_server_has_its_own_figures() -> None:
     assert vllm_figures(store.vllm_startup(cpu)) == (GIB, 512, 512)
     assert vllm_figures(store.vllm_startup(gpu)) == (round((12.66 + 112.61) * GIB), None, 32768)
     assert store.vllm_startup() == {}  # a polled server of several logs: which one is not known
-
-
-def test_a_polled_server_is_resident_since_its_process_started() -> None:
-    # ietop started 16 minutes after the server: the row /v1/models gave was "resident 9 s" (since ietop
-    # first saw it up), next to a header saying "up 16m".
-    from ietop.model.snapshot import ResidentRow
-    from ietop.tui.widgets.residency import since_process_start
-
-    polled = ResidentRow("vllm", "tinyllm", "models", ctx=512, loaded_since=1_000.0)
-    logged = ResidentRow("vllm", "tinyllm", "log", loaded_since=1_000.0)
-    ollama = ResidentRow("ollama", "qwen3:8b", "api/ps", loaded_since=1_000.0)
-    rows = since_process_start([polled, logged, ollama], {"vllm": 40.0, "ollama": 10.0})
-    assert [r.loaded_since for r in rows] == [40.0, 1_000.0, 1_000.0]
-    assert since_process_start([polled], {}) == [polled]  # a replay: no process on this host

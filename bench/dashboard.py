@@ -507,6 +507,35 @@ def profile_ingest(path: Path, out_dir: Path, top: int = 10) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ main
+def interpreter_build() -> dict[str, Any]:
+    """How this CPython was built, as far as it says: the ingest figure depends on it. On this VM the same code
+    ingests ~20-35 % faster under Debian's /usr/bin/python3.11 (libpython linked in) than under a pyenv build
+    configured without --enable-optimizations whose python loads a shared libpython (bench/README.md)."""
+    import sysconfig
+
+    args = str(sysconfig.get_config_var("CONFIG_ARGS") or "")
+    shared: bool | None = None
+    # Linux: is libpython a separate shared object in this process?
+    with contextlib.suppress(OSError), open("/proc/self/maps") as maps:
+        shared = any("libpython" in line for line in maps)
+    return {
+        "executable": os.path.realpath(sys.executable),
+        "implementation": platform.python_implementation(),
+        "configured_enable_optimizations": "--enable-optimizations" in args,
+        "configured_with_lto": "--with-lto" in args,
+        "libpython_shared_loaded": shared,
+    }
+
+
+def describe_interpreter(b: dict[str, Any]) -> str:
+    shared = {True: "a shared libpython", False: "libpython linked in", None: "libpython: unknown"}
+    flags = [f for f, on in (("--enable-optimizations", b["configured_enable_optimizations"]),
+                             ("--with-lto", b["configured_with_lto"])) if on]
+    return (f"{b['implementation']} {platform.python_version()} at {b['executable']}: "
+            f"CONFIG_ARGS name {' and '.join(flags) if flags else 'neither --enable-optimizations nor --with-lto'}, "
+            f"{shared[b['libpython_shared_loaded']]}")
+
+
 def verdict(ok: bool | None) -> str:
     return "n/a" if ok is None else "ok" if ok else "MISSED"
 
@@ -708,6 +737,7 @@ def run_all(
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
             "python": sys.version.split()[0],
+            "interpreter": interpreter_build(),
             "load1_at_end": os.getloadavg()[0],
         },
         "terminal": {"rows": ROWS, "cols": COLS, "TERM": "xterm-256color"},
@@ -731,6 +761,7 @@ def run_all(
     }
     out_path.write_text(json.dumps(report, indent=2) + "\n")
     print_table(metrics)
+    print(f"  interpreter: {describe_interpreter(report['host']['interpreter'])}")
     for p in problems:
         print(f"PROBLEM: {p}")
     print(f"wrote {out_path}")

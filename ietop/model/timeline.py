@@ -211,8 +211,15 @@ def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload]
         return ld.ctx // ld.parallel if ld.parallel else ld.ctx
 
     seen: set[str] = set()
+    # /api/ps says what an Ollama server holds now; its log adds the history. Once a server has answered, a
+    # model its log loaded is not shown from the log: at INFO Ollama logs no unload when a keep-alive expires,
+    # so such a row would outlive the model. The last answer of a server that is down now vouches for nothing.
+    ps_answered = bool(store.residency)
     for endpoint, residency in store.residency.items():
-        engine = store.engines[endpoint].engine if endpoint in store.engines else "ollama"
+        server = store.engines.get(endpoint)
+        if server is not None and server.state == "down":
+            continue
+        engine = server.engine if server is not None else "ollama"
         for m in residency.models:
             last, n, ev = history(m.name)
             expires = m.expires_at.timestamp() if m.expires_at is not None else None
@@ -225,9 +232,11 @@ def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload]
         if _short(model) in seen:
             continue
         last, n, ev = history(model)
+        engine = last.engine if last else "ollama"
+        if engine == "ollama" and ps_answered:
+            continue
         seen.add(_short(model))
         size, vram, expires = store.loads.runners.get(store.loads.name(model), (None, None, None))
-        engine = last.engine if last else "ollama"
         ctx = per_slot(last)
         claim = ctx_claim
         if engine == "vllm":

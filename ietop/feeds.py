@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, Protocol, cast
 
 from ietop.clock import ReplayClock
@@ -41,6 +42,8 @@ BATCH_MAX = 5000
 """Events per batch: bounds the main thread's work per message, so the UI stays responsive."""
 READ_BYTES = 256 << 10
 """Most bytes a tail feed reads before parsing them and handing the events on."""
+READ_BACK_BYTES = 16 << 20
+"""How far back from its end a live log is read for its server's last run: a second or two of catch-up."""
 EVIDENCE_KEEP = 20_000
 """Raw lines kept per source for the detail screens (a followed stream may have no file to re-read)."""
 
@@ -300,15 +303,22 @@ class TailParse:
 class TailFeed:
     """A log file followed by name (`tail -F`)."""
 
-    def __init__(self, store: Store, path: str, engine: str, evidence: Evidence, *, from_start: bool = False) -> None:
+    def __init__(self, store: Store, path: str, engine: str, evidence: Evidence, *, from_start: bool = False,
+                 read_back: bool = False) -> None:
+        """`read_back`: not from the start, and not from the end either, but from where the server's last run
+        began (parsers.runs), when that is within READ_BACK_BYTES of the end; else from that far back. What
+        the server said at start-up and did since is then on screen as if ietop had been watching."""
         from ietop.sources.tailer import FileTailer
+        from parsers.runs import last_run_start
 
         # A log followed from its start may be older than this year: the year it was last written.
         self.tail = TailParse(store, path, engine, evidence, year=file_year(path))
         # Reads of READ_BYTES (~2,000 lines): a backlog then goes to the store in batches whose objects die
         # young; 8 MB batches kept ~60k events alive at once and the collector re-walked them (GC time
         # 0.42 -> 0.24-0.32 s on a 300k-line log), and the first lines reach the screen sooner.
-        self.tailer = FileTailer(path, from_start=from_start, chunk_size=READ_BYTES, max_read=READ_BYTES)
+        self.tailer = FileTailer(path, from_start=from_start, chunk_size=READ_BYTES, max_read=READ_BYTES,
+                                 read_back=partial(last_run_start, engine) if read_back else None,
+                                 read_back_max=READ_BACK_BYTES)
 
     def run(self, post: Post, stop: threading.Event) -> None:
         src = self.tail.src

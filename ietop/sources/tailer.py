@@ -34,7 +34,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, Literal, overload
 
@@ -66,6 +66,10 @@ class FileTailer:
         max_line: longest line kept whole; longer ones come back cut (``Line.cut``).
         max_read: most bytes one ``read_available()`` call reads, so a caller with a large backlog
             still gets control back (and ``has_more`` is then True).
+        read_back: with ``from_start=False``, where to start instead of the last line: given the file's
+            last ``read_back_max`` bytes (from a line start, or the file's start), the offset in them of the
+            line to start at (parsers.runs.last_run_start: the server run's first line); None starts at the
+            window's first line.
     """
 
     def __init__(
@@ -77,6 +81,8 @@ class FileTailer:
         chunk_size: int = 1 << 20,
         max_line: int = 1 << 20,
         max_read: int = 8 << 20,
+        read_back: Callable[[bytes], int | None] | None = None,
+        read_back_max: int = 32 << 20,
     ) -> None:
         if poll_interval <= 0 or chunk_size < 1 or max_line < 1 or max_read < 1:
             raise ValueError("poll_interval, chunk_size, max_line and max_read must be positive")
@@ -85,6 +91,7 @@ class FileTailer:
         self._chunk = chunk_size
         self._max_line = max_line
         self._max_read = max_read
+        self._read_back, self._read_back_max = read_back, read_back_max
         self._fd: int | None = None
         self._ident: tuple[int, int] | None = None
         self._offset = 0
@@ -340,7 +347,11 @@ class FileTailer:
         self._error = None
         fst = os.fstat(fd)  # the identity of what we opened, not of what the path named a moment ago
         self._fd, self._ident = fd, (fst.st_dev, fst.st_ino)
-        start = self._line_start_near_end(fst.st_size) if at_end and not self._opened_once else 0
+        start = 0
+        if at_end and not self._opened_once:
+            start = self._line_start_near_end(fst.st_size)
+            if self._read_back is not None:
+                start = self._read_back_start(start)
         if self._opened_once:
             self._generation += 1
             self._rotations += 1
@@ -361,6 +372,19 @@ class FileTailer:
         # No newline in the window: a small file is one partial line (read it all); otherwise the
         # line's start is too far back to matter and the fragment would be cut anyway.
         return 0 if lo == 0 else size
+
+    def _read_back_start(self, last_line: int) -> int:
+        """Where ``read_back`` says to start, within the ``read_back_max`` bytes before ``last_line``."""
+        assert self._read_back is not None
+        lo = max(0, last_line - self._read_back_max)
+        data = self._read_at(lo, last_line - lo)
+        if lo > 0:
+            cut = data.find(b"\n") + 1  # the window's first whole line; none at all: nothing to read back
+            if cut == 0:
+                return last_line
+            data, lo = data[cut:], lo + cut
+        at = self._read_back(data)
+        return lo + at if at is not None else lo
 
     def _restart(self) -> None:
         """After a truncation: read the same file again from 0, in a new generation."""

@@ -58,7 +58,7 @@ def live_app(plan: Plan, poll_interval: float = 2.0) -> IetopApp:
         if path == "-":
             feeds.append(CommandFeed(store, "stdin", engine or "ollama", evidence, StdinLines(_stdin_for_data())))
             continue
-        feeds.append(TailFeed(store, path, engine or sniff(path), evidence))
+        feeds.append(TailFeed(store, path, engine or sniff(path), evidence, read_back=True))
     for engine, unit in plan.journals:
         feeds.append(CommandFeed(store, f"journal:{unit}", engine, evidence, CommandLines(journal_argv(unit)),
                                  journal_json=True))

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from mlx_client import RequestRecord, run_request_mix
+from mlx_client import MlxClient, RequestRecord, run_request_mix
 from mlx_env import MlxEnv, MlxModels
 from mlx_server import MlxServer
 
@@ -63,4 +63,31 @@ async def test_dashboard_follows_a_real_mlx_server(mlx_env: MlxEnv, mlx_models: 
             assert app.hardware is not None
             assert [(e.engine, e.pid) for e in app.hardware.engines] == [("mlx", server.pid)]
             assert (app.hardware.engines[0].rss_bytes or 0) > 10 << 20
+        await asyncio.sleep(0)
+
+
+async def test_dashboard_started_after_the_server_reads_back_its_run(mlx_env: MlxEnv, mlx_models: MlxModels,
+                                                                     tmp_path: Path) -> None:
+    """A user opens ietop on a server that has been serving: what it did since it started is on screen at once
+    (the log is read back to the server's `Starting httpd` line), and the model it loaded is resident."""
+    log_path = tmp_path / "server.log"
+    server = MlxServer(mlx_models.default, log_level="DEBUG", log_path=log_path, server=mlx_env.server,
+                       hf_hub_cache=mlx_models.hf_hub_cache).start()
+    with server:
+        with MlxClient(server.url) as client:
+            before = [client.chat(f"before-{i}", [{"role": "user", "content": "Say hi."}], max_tokens=4)
+                      for i in range(2)]
+        assert [r.status for r in before] == [200, 200]
+        app = live_app(plan([], [], [server.url], [f"mlx:{log_path}"], [], []), poll_interval=0.5)
+        async with app.run_test(size=(160, 48)) as pilot:
+            for _ in range(100):
+                await pilot.pause(0.1)
+                app.refresh_view()
+                if app.snap is not None and len([r for r in app.snap.requests if r.status == 200]) >= 2:
+                    break
+            served = [r for r in app.query_one(RequestsTable).records if r.status == 200]
+            assert sorted((r.prompt_tokens, r.output_tokens) for r in served) == sorted(
+                (r.prompt_tokens, r.completion_tokens) for r in before)
+            assert app.snap is not None
+            assert [r.engine for r in app.snap.resident] == ["mlx"]
         await asyncio.sleep(0)

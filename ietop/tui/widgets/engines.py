@@ -38,34 +38,41 @@ class EnginesBar(Static):
         `started`: engine → its process start time, when the process runs on this host (the real uptime;
         otherwise the time since ietop first saw it up)."""
         self.status = status
-        text = Text()
-        engines = [e for e in snap.engines if e.endpoint not in discovered or e.state in ("up", "dead")]
-        engines = _fold_logs(engines)
-        if not engines:
-            text.append("no engine found", style="bold yellow")
-            if discovered:
-                tried = ", ".join(sorted(discovered))
-                text.append(f" (nothing answers at {clean(tried)})", style="yellow")
-            text.append(" — pass --ollama URL, --vllm URL, --mlx URL or --log [ENGINE:]PATH", style="dim")
-        for i, e in enumerate(engines):
-            if i:
-                text.append("  │  ", style="dim")
-            text.append(f"{e.engine} ", style="bold")
-            text.append(e.state, style=_STATE_STYLE.get(e.state, ""))
-            if e.version:
-                text.append(f" v{clean(e.version)}")
-            since = (started or {}).get(e.engine, e.up_since)
-            if e.state == "up" and since is not None:
-                text.append(f" up {uptime(snap.now - since)}", style="dim")
-            text.append(f" {clean(e.endpoint)}", style="dim")
-            if e.state in ("down", "dead", "unknown") and e.detail:
-                text.append(f" ({clean(e.detail)})", style="red")
+        text = header_text(snap, discovered, started)
         if status:
             text.append("   ")
             text.append(status, style="reverse")
         if (text.plain, text.spans) != self._shown:
             self._shown = (text.plain, text.spans)
             self.update(text)
+
+
+def header_text(snap: Snapshot, discovered: set[str] | frozenset[str] = frozenset(),
+                started: dict[str, float] | None = None) -> Text:
+    """The engines' segments of the header (EnginesBar.show() adds the status)."""
+    text = Text()
+    engines = [e for e in snap.engines if e.endpoint not in discovered or e.state in ("up", "dead")]
+    engines = _fold_logs(engines)
+    if not engines:
+        text.append("no engine found", style="bold yellow")
+        if discovered:
+            tried = ", ".join(sorted(discovered))
+            text.append(f" (nothing answers at {clean(tried)})", style="yellow")
+        text.append(" — pass --ollama URL, --vllm URL, --mlx URL or --log [ENGINE:]PATH", style="dim")
+    for i, e in enumerate(engines):
+        if i:
+            text.append("  │  ", style="dim")
+        text.append(f"{e.engine} ", style="bold")
+        text.append(e.state, style=_STATE_STYLE.get(e.state, ""))
+        since = (started or {}).get(e.engine, e.up_since)
+        if e.state == "up" and since is not None:
+            text.append(f" {uptime(snap.now - since)}")  # `up 5m`, as uptime(1) says it
+        if e.version:
+            text.append(f" v{clean(e.version)}")
+        text.append(f" {clean(e.endpoint)}", style="dim")
+        if e.state in ("down", "dead", "unknown") and e.detail:
+            text.append(f" ({clean(e.detail)})", style="red")
+    return text
 
 
 def _fold_logs(rows: list[EngineRow]) -> list[EngineRow]:

@@ -60,7 +60,8 @@ class LatencyRow:
     spark: tuple[float, ...]
     """Median per bucket across the window, oldest first (0.0 for an empty bucket)."""
     source: str
-    """`requests` (per-request facts from logs or the proxy) or `metrics` (vLLM histograms)."""
+    """`requests` (per-request facts from logs or the proxy) or `metrics` (vLLM histograms); with no figure
+    (count 0), `earlier` (only before the window: a log read back, a quiet spell) or `none`."""
 
 
 @dataclass(frozen=True, slots=True)

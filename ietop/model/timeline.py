@@ -304,21 +304,29 @@ def sample_time(sample: Sample) -> float:
     return sample[0]
 
 
+EARLIER_LOOK = 1000
+"""Samples before the window looked at for a figure (bounded: a snapshot is taken several times a second)."""
+
+
 def latency_rows(samples: Sequence[Sample], store: Store, now: float, window_s: float) -> tuple[LatencyRow, ...]:
     """`samples` sorted by time (the order within the window changes no figure: percentiles and spark buckets
     sort their values): the window is found by bisection, not a pass over every sample kept."""
     start = now - window_s
-    inside = samples[bisect_left(samples, start, key=sample_time) : bisect_right(samples, now, key=sample_time)]
+    first = bisect_left(samples, start, key=sample_time)
+    inside = samples[first : bisect_right(samples, now, key=sample_time)]
     series: list[list[tuple[float, float]]] = [
         [(s[0], v) for s in inside if (v := s[i]) is not None] for i in (1, 2, 3)]
     rows: list[LatencyRow] = []
-    for name, points, attr in zip(("TTFT", "ITL", "E2E"), series, ("ttft", "itl", "e2e"), strict=True):
+    for i, name, points, attr in zip((1, 2, 3), ("TTFT", "ITL", "E2E"), series, ("ttft", "itl", "e2e"), strict=True):
         if points:
             ordered = sorted(v for _t, v in points)
             rows.append(LatencyRow(name, len(points), nearest_rank(ordered, 0.5), nearest_rank(ordered, 0.9),
                                    nearest_rank(ordered, 0.99), _spark(points, start, window_s), "requests"))
             continue
-        rows.append(_metrics_row(store, name, attr, now, window_s))
+        row = _metrics_row(store, name, attr, now, window_s)
+        if row.source == "none" and any(s[i] is not None for s in samples[max(0, first - EARLIER_LOOK):first]):
+            row = LatencyRow(name, 0, None, None, None, (), "earlier")
+        rows.append(row)
     return tuple(rows)
 
 

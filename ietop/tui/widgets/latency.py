@@ -14,6 +14,7 @@ _SOURCE_NOTE = {
     "requests": "",
     "metrics": "from vLLM /metrics histograms",
     "none": "no timings in these sources: see ? help",
+    "earlier": "none finished in this window; older ones are in Requests",
 }
 
 

@@ -15,7 +15,6 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import partial
 from typing import Any, Protocol, cast
 
 from ietop.clock import ReplayClock
@@ -304,25 +303,37 @@ class TailFeed:
     """A log file followed by name (`tail -F`)."""
 
     def __init__(self, store: Store, path: str, engine: str, evidence: Evidence, *, from_start: bool = False,
-                 read_back: bool = False) -> None:
-        """`read_back`: not from the start, and not from the end either, but from where the server's last run
-        began (parsers.runs), when that is within READ_BACK_BYTES of the end; else from that far back. What
-        the server said at start-up and did since is then on screen as if ietop had been watching."""
+                 read_back: int = 0) -> None:
+        """`read_back` (bytes; the dashboard's READ_BACK_BYTES): not from the start, and not from the end either,
+        but from where the server's last run began (parsers.runs), when that is within so many bytes of the end;
+        else from that far back, after the run's first lines (ietop.sources.run_head). What the server said at
+        start-up and did since is then on screen as if ietop had been watching."""
         from ietop.sources.tailer import FileTailer
         from parsers.runs import last_run_start
 
         # A log followed from its start may be older than this year: the year it was last written.
         self.tail = TailParse(store, path, engine, evidence, year=file_year(path))
+        self.engine = engine
+        self.run_found: bool | None = None
+        """Reading back: whether the window held the run's opening line (None: not reading back, or no file)."""
+
+        def back_to_run(data: bytes) -> int | None:
+            at = last_run_start(engine, data)
+            self.run_found = at is not None
+            return at
+
         # Reads of READ_BYTES (~2,000 lines): a backlog then goes to the store in batches whose objects die
         # young; 8 MB batches kept ~60k events alive at once and the collector re-walked them (GC time
         # 0.42 -> 0.24-0.32 s on a 300k-line log), and the first lines reach the screen sooner.
         self.tailer = FileTailer(path, from_start=from_start, chunk_size=READ_BYTES, max_read=READ_BYTES,
-                                 read_back=partial(last_run_start, engine) if read_back else None,
-                                 read_back_max=READ_BACK_BYTES)
+                                 read_back=back_to_run if read_back else None,
+                                 read_back_max=max(1, read_back))
 
     def run(self, post: Post, stop: threading.Event) -> None:
         src = self.tail.src
         try:
+            if self.run_found is False and self.tailer.offset > 0:
+                self._read_run_head(post)
             for lines in self.tailer.follow(stop, timeout=1.0, texts=True):
                 if lines:
                     items = self.tail.parse(lines)
@@ -333,6 +344,17 @@ class TailFeed:
                     post(Batch([], error=f"{self.tailer.path}: {self.tailer.error}"))
         finally:
             self.tailer.close()
+
+
+    def _read_run_head(self, post: Post) -> None:
+        """The server's run began before the window read back: its first lines (start-up facts) go first."""
+        from ietop.sources.run_head import run_head
+
+        head = run_head(self.tailer.path, self.engine, self.tailer.offset)
+        if head:
+            items = self.tail.parse(head)
+            for i in range(0, len(items), BATCH_MAX):
+                post(Batch(items[i:i + BATCH_MAX], lines={self.tail.src: self.tail.n}, behind=True))
 
 
 class CommandFeed:

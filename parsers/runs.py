@@ -7,7 +7,7 @@ an offset out; the caller reads the bytes.
 
 from __future__ import annotations
 
-__all__ = ["RUN_OPENERS", "last_run_start"]
+__all__ = ["RUN_OPENERS", "RUN_OPENING_SPAN", "last_opening", "last_run_start"]
 
 RUN_OPENERS: dict[str, tuple[bytes, ...]] = {
     # routes.go: `server config env=map[…]` (v0.1.33+), then `Listening on ADDR (version X)` a few lines later.
@@ -23,14 +23,19 @@ RUN_OPENING_SPAN = 64 << 10
 `server config` and `Listening on`)."""
 
 
-def last_run_start(engine: str, data: bytes) -> int | None:
-    """The offset in `data` of the first byte of the line that opens the last server run in it: the earliest
-    opening line within RUN_OPENING_SPAN before the last one. None when `data` holds no opening line (or the
-    engine has none)."""
+def last_opening(engine: str, data: bytes) -> int | None:
+    """The offset in `data` of the last server run's first opening text (not its line's start): the earliest
+    within RUN_OPENING_SPAN before the last one. None when `data` holds none (or the engine has none)."""
     needles = RUN_OPENERS.get(engine, ())
     last = max((data.rfind(n) for n in needles), default=-1)
     if last < 0:
         return None
     lo = max(0, last - RUN_OPENING_SPAN)
-    first = min(at for n in needles if (at := data.rfind(n, lo, last + len(n))) >= 0)
-    return data.rfind(b"\n", 0, first) + 1
+    return min(at for n in needles if (at := data.rfind(n, lo, last + len(n))) >= 0)
+
+
+def last_run_start(engine: str, data: bytes) -> int | None:
+    """The offset in `data` of the first byte of the line that opens the last server run in it
+    (last_opening()'s line); None when `data` holds no opening line."""
+    first = last_opening(engine, data)
+    return None if first is None else data.rfind(b"\n", 0, first) + 1

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, BinaryIO
 
 from ietop.clock import ReplayClock
-from ietop.feeds import CommandFeed, Evidence, ProxyFeed, ReplayFeed, TailFeed
+from ietop.feeds import READ_BACK_BYTES, CommandFeed, Evidence, ProxyFeed, ReplayFeed, TailFeed
 from ietop.model.live import LiveView
 from ietop.model.store import Store
 from ietop.tui.app import IetopApp, Setup
@@ -58,7 +58,7 @@ def live_app(plan: Plan, poll_interval: float = 2.0) -> IetopApp:
         if path == "-":
             feeds.append(CommandFeed(store, "stdin", engine or "ollama", evidence, StdinLines(_stdin_for_data())))
             continue
-        feeds.append(TailFeed(store, path, engine or sniff(path), evidence, read_back=True))
+        feeds.append(TailFeed(store, path, engine or sniff(path), evidence, read_back=READ_BACK_BYTES))
     for engine, unit in plan.journals:
         feeds.append(CommandFeed(store, f"journal:{unit}", engine, evidence, CommandLines(journal_argv(unit)),
                                  journal_json=True))

@@ -1,4 +1,4 @@
-"""A live log read back to its server's last run (FileTailer's `read_back`, TailFeed's `read_back=True`).
+"""A live log read back to its server's last run (FileTailer's `read_back`, TailFeed's `read_back`).
 
 The log is the bundled incident (Ollama 0.32.13, real lines) written twice: an appended log file across a
 restart. The tail then starts at the second run's `server config` line, so its settings and loads reach the
@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-from ietop.feeds import Evidence, TailFeed
+from ietop.feeds import READ_BACK_BYTES, Evidence, TailFeed
 from ietop.sources.tailer import FileTailer
 from ietop.tui.run import new_store
 from parsers.runs import last_run_start
@@ -72,7 +72,7 @@ def test_tail_feed_reads_the_settings_and_loads_of_the_current_run(tmp_path: Pat
     log = tmp_path / "server.log"
     log.write_bytes(b"\n".join(RUN.splitlines()[:116]) + b"\n")  # qwen3:8b loaded, nothing after
     store, view, _evidence = new_store()
-    feed = TailFeed(store, str(log), "ollama", Evidence(), read_back=True)
+    feed = TailFeed(store, str(log), "ollama", Evidence(), read_back=READ_BACK_BYTES)
     try:
         while True:
             lines = feed.tailer.read_texts()

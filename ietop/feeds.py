@@ -345,7 +345,6 @@ class TailFeed:
         finally:
             self.tailer.close()
 
-
     def _read_run_head(self, post: Post) -> None:
         """The server's run began before the window read back: its first lines (start-up facts) go first."""
         from ietop.sources.run_head import run_head

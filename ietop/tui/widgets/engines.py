@@ -66,7 +66,7 @@ def header_text(snap: Snapshot, discovered: set[str] | frozenset[str] = frozense
         text.append(e.state, style=_STATE_STYLE.get(e.state, ""))
         since = (started or {}).get(e.engine, e.up_since)
         if e.state == "up" and since is not None:
-            text.append(f" {uptime(snap.now - since)}")  # `up 5m`, as uptime(1) says it
+            text.append(f" {uptime(snap.now - since)}", style="dim")  # `up 5m`, as uptime(1) says it
         if e.version:
             text.append(f" v{clean(e.version)}")
         text.append(f" {clean(e.endpoint)}", style="dim")

@@ -302,7 +302,9 @@ class IetopApp(ReplayControls):
         started = {e.engine: e.started for e in self.hardware.engines if e.started} if self.hardware else {}
         bar.show(snap, self._status_text(), self.setup.discovered, started)
         residency.show(snap, started)
-        memory.show(snap, self.hardware)
+        live = self.setup.clock is None
+        memory.show(snap, self.hardware, None if not live else
+                    "reading host and GPU…" if self.setup.hardware else "host and GPU not sampled")
         latency.show(snap)
         hints.show(snap)
         requests.show(snap)

@@ -7,14 +7,17 @@ than the panel wraps, and the panel's last lines (the per-model budget) fall off
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from rich.console import Group
 from rich.text import Text
 
+from ietop.discover import plan
 from ietop.sources.gpu import GpuProcess, GpuSample
 from ietop.sources.host import HostMemory
 from ietop.tui.app import HardwareSampled
-from ietop.tui.run import replay_app
+from ietop.tui.run import live_app, replay_app
 from ietop.tui.widgets.memory import EngineProcess, Hardware, MemoryPanel
 from tests.tui.support import INCIDENT, ROOT, moment, replay_settled
 
@@ -125,3 +128,17 @@ async def test_unknown_sizes_say_where_they_would_come_from(log: str, until: str
         await replay_settled(pilot)
         assert app.snap is not None and app.snap.resident and not any(r.size_bytes for r in app.snap.resident)
         assert " ".join(_lines(app.query_one(MemoryPanel))).endswith(f"per-model sizes: unknown ({advice})")
+
+
+async def test_live_before_any_sample_does_not_speak_of_a_replay(tmp_path: Path) -> None:
+    # Live, the panel had nothing of this host yet and said "replay: no device in the log" until the first
+    # sample came. With sampling off (as here) it says so for good.
+    log = tmp_path / "server.log"
+    log.write_bytes(INCIDENT.read_bytes())
+    app = live_app(plan([], [], [], [f"ollama:{log}"], [], []), poll_interval=30)
+    app.setup.hardware = False
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.3)
+        app.refresh_view()
+        await pilot.pause()
+        assert _lines(app.query_one(MemoryPanel))[0] == "host and GPU not sampled"

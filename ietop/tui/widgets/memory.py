@@ -57,15 +57,20 @@ class MemoryPanel(Static):
     _shown: object = None
     _parts: tuple[Text, ...] = ()
 
-    def show(self, snap: Snapshot, hw: Hardware | None) -> None:
+    def show(self, snap: Snapshot, hw: Hardware | None, live_note: str | None = None) -> None:
+        """`hw` None: no sample of this host yet; then `live_note` (live: say so) or, in a replay, the devices
+        the log names."""
         # Before the first layout there is no size yet: the narrowest the stylesheet allows.
         width = self.content_size.width or NARROWEST
-        key = (hw, width, snap.log_gpus, tuple((r.model, r.size_bytes, r.vram_bytes) for r in snap.resident))
+        key = (hw, width, snap.log_gpus, tuple((r.model, r.size_bytes, r.vram_bytes) for r in snap.resident),
+               live_note)
         if key == self._shown:
             return
         self._shown = key
         parts: list[Text] = []
-        if hw is None:  # replay: not this host's hardware; what the log says about its devices instead
+        if hw is None and live_note is not None:
+            hw = Hardware(None, (), live_note, {})
+        elif hw is None:  # replay: not this host's hardware; what the log says about its devices instead
             hw = Hardware(None, (), None if snap.log_gpus else "replay: no device in the log", {})
             for lg in snap.log_gpus:
                 # What the engine logged: the device and how much of it was in use then (not now).

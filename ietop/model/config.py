@@ -32,6 +32,13 @@ OLLAMA_KEYS = {
 _INT_KEYS = {"context_length", "num_parallel", "max_loaded_models", "max_queue"}
 
 
+def configured_context(configured: dict[str, Any]) -> int | None:
+    """The context the operator's settings ask for: OLLAMA_CONTEXT_LENGTH, or, when that is 0 ("use the VRAM
+    tier", Ollama >= 0.15.5) or unset, the default the server logged it picked. None when neither says."""
+    claim = configured.get("context_length") or configured.get("default_context_length")
+    return claim if isinstance(claim, int) and claim > 0 else None
+
+
 @dataclass(slots=True)
 class Settings:
     configured: dict[str, Any] = field(default_factory=dict)

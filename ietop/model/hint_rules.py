@@ -7,6 +7,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 
+from ietop.model.config import configured_context
 from ietop.model.hints import (
     COLD_SHARE,
     EVIDENCE_MAX,
@@ -86,13 +87,11 @@ def eviction_thrash(s: _Seen, ctx: HintContext) -> Hint | None:
 
 
 def context_not_in_effect(s: _Seen, ctx: HintContext) -> Hint | None:
-    claim = ctx.configured.get("context_length")
-    if not claim:  # 0 = "use the VRAM tier" (Ollama ≥ 0.15.5)
-        claim = ctx.configured.get("default_context_length")
+    claim = configured_context(ctx.configured)
     eff_key = next((k for k in ("ctx_per_slot", "ctx_per_slot_limit") if k in ctx.effective), None)
     effective = ctx.effective.get(eff_key) if eff_key else None
     train = ctx.effective.get("n_ctx_train")
-    if isinstance(claim, int) and isinstance(effective, int) and claim > 0 and claim != effective:
+    if claim is not None and isinstance(effective, int) and claim != effective:
         refs = tuple(r for r in (ctx.configured_ref.get("context_length") or ctx.configured_ref.get(
             "default_context_length"), ctx.effective_ref.get(eff_key or "")) if r is not None)
         return Hint("context-not-in-effect", "warn", "Configured context is not the one in effect",

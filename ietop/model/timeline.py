@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 from functools import partial
 from typing import Any
 
+from ietop.model.config import configured_context
 from ietop.model.records import Load, Simple, Unload
 from ietop.model.snapshot import EventRow, Interval, LatencyRow, ResidentRow
 from ietop.model.store import Store
@@ -179,8 +180,7 @@ def _newest(records: Iterable[Any], limit: int, when: Callable[[Any], float]) ->
 
 # -- residency ---------------------------------------------------------------------------------
 def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload]) -> tuple[ResidentRow, ...]:
-    configured = store.settings.configured.get("context_length")
-    ctx_claim = configured if isinstance(configured, int) else None
+    ctx_claim = configured_context(store.settings.configured)
     rows: list[ResidentRow] = []
 
     # Each model's last good load, load count and evictions, in one pass over the records (a lookup per

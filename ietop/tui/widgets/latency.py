@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from ietop.model.snapshot import Snapshot
+from ietop.model.snapshot import LatencyRow, Snapshot
 from ietop.tui.format import secs, sparkline
 
 _SOURCE_NOTE = {
@@ -35,17 +37,23 @@ class LatencyPanel(Static):
         for name in ("p50", "p90", "p99"):
             table.add_column(name, justify="right", no_wrap=True, min_width=5)
         table.add_column("trend", no_wrap=True)
-        notes: set[str] = set()
         for row in snap.latency:
             if row.count == 0:
                 table.add_row(Text(row.metric, style="bold"), "0", "—", "—", "—", "")
-                notes.add(_SOURCE_NOTE.get(row.source, ""))
                 continue
             p99_style = "bold red" if row.p99 is not None and row.p50 and row.p99 > 10 * row.p50 else ""
             trend = Text(sparkline(row.spark), style="cyan") if row.spark else Text("")
-            if row.source == "metrics":
-                notes.add(_SOURCE_NOTE["metrics"])
             table.add_row(Text(row.metric, style="bold"), str(row.count), secs(row.p50), secs(row.p90),
                           Text(secs(row.p99), style=p99_style), trend)
-        lines = [Text(n, style="dim") for n in sorted(notes) if n]
-        self.update(Group(table, *lines))
+        self.update(Group(table, *(Text(note, style="dim") for note in latency_notes(snap.latency))))
+
+
+def latency_notes(rows: Sequence[LatencyRow]) -> list[str]:
+    """Where the figures come from, or why there are none; a note about some of the rows names them
+    (`TTFT, ITL: no timings…` beside `E2E: none finished…`)."""
+    notes: dict[str, list[str]] = {}  # note -> the rows it is about
+    for row in rows:
+        if row.count == 0 or row.source == "metrics":
+            notes.setdefault(_SOURCE_NOTE.get(row.source, ""), []).append(row.metric)
+    return [f"{', '.join(about)}: {note}" if len(about) < len(rows) else note
+            for note, about in sorted(notes.items()) if note]

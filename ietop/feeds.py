@@ -332,8 +332,8 @@ class TailFeed:
     def run(self, post: Post, stop: threading.Event) -> None:
         src = self.tail.src
         try:
-            if self.run_found is False and self.tailer.offset > 0:
-                self._read_run_head(post)
+            if self.run_found is not None and self.tailer.offset > 0:
+                self._read_back_from(post)
             for lines in self.tailer.follow(stop, timeout=1.0, texts=True):
                 if lines:
                     items = self.tail.parse(lines)
@@ -345,16 +345,24 @@ class TailFeed:
         finally:
             self.tailer.close()
 
-    def _read_run_head(self, post: Post) -> None:
-        """The server's run began before the window read back: its first lines (start-up facts) go first."""
-        from ietop.sources.run_head import run_head
+    def _read_back_from(self, post: Post) -> None:
+        """Before the window read back: the lines before it are counted, so that evidence names the file's own
+        line numbers; and when the server's run began before the window, its first lines (start-up facts) go
+        first."""
+        from ietop.sources.run_head import COUNT_MAX, count_lines, run_head
 
-        head = run_head(self.tailer.path, self.engine, self.tailer.offset)
+        path, window = self.tailer.path, self.tailer.offset
+        head_at, head = run_head(path, self.engine, window) if not self.run_found else (window, [])
+        before_head = count_lines(path, 0, head_at) if head_at <= COUNT_MAX else None
+        between = count_lines(path, head_at, window) if before_head is not None else None
+        if before_head is not None:
+            self.tail.n = before_head
         if head:
             items = self.tail.parse(head)
             for i in range(0, len(items), BATCH_MAX):
                 post(Batch(items[i:i + BATCH_MAX], lines={self.tail.src: self.tail.n}, behind=True))
-
+        if before_head is not None and between is not None:
+            self.tail.n = before_head + between
 
 class CommandFeed:
     """Lines from a command (`journalctl -f -o json`, `docker logs -f -t`) or from stdin."""

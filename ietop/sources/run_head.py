@@ -14,31 +14,52 @@ import os
 from parsers.framing import split_texts
 from parsers.runs import RUN_OPENERS, RUN_OPENING_SPAN, last_opening
 
-__all__ = ["run_head"]
+__all__ = ["COUNT_MAX", "count_lines", "run_head"]
 
 HEAD_MAX = 256 << 10
 """Bytes of the run's start read: vLLM's start-up is ~100 lines, Ollama's a few dozen."""
 SCAN_MAX = 1 << 30
 """How far back from the window the opening line is looked for."""
 CHUNK = 8 << 20
+COUNT_MAX = 2 << 30
+"""Up to this offset the lines before a read-back are counted, for evidence that names the file's own line
+numbers (~1 s per GB from the page cache); past it the numbers count from where the read began."""
 
 
 def run_head(path: str, engine: str, before: int, *, head_max: int = HEAD_MAX, scan_max: int = SCAN_MAX,
-             chunk: int = CHUNK) -> list[str]:
-    """The lines of the last server run that opens before offset `before` (a line start), from its opening
-    line for at most `head_max` bytes and never past `before`; [] when no opening line is found within
-    `scan_max` bytes (or the file cannot be read)."""
+             chunk: int = CHUNK) -> tuple[int, list[str]]:
+    """The offset of the last server run that opens before offset `before` (a line start) and its lines from
+    that opening line, for at most `head_max` bytes and never past `before`; (before, []) when no opening line
+    is found within `scan_max` bytes (or the file cannot be read)."""
     try:
         with open(path, "rb") as f:
             start = _find_start(f.fileno(), engine, before, scan_max, chunk)
             if start is None:
-                return []
+                return before, []
             data = _read_at(f.fileno(), start, min(head_max, before - start))
     except OSError:
-        return []
+        return before, []
     end = data.rfind(b"\n") + 1
     # Framed as the tailer frames the lines after them (invalid UTF-8, CR before LF, NUL bytes).
-    return [text for texts in split_texts([data[:end]]) for text in texts]
+    return start, [text for texts in split_texts([data[:end]]) for text in texts]
+
+
+def count_lines(path: str, lo: int, hi: int, *, chunk: int = CHUNK) -> int | None:
+    """Newlines between offsets `lo` and `hi`: how many lines come before `hi` when `lo` is a line start whose
+    number is known. None when the file cannot be read."""
+    n = 0
+    try:
+        with open(path, "rb") as f:
+            pos = lo
+            while pos < hi:
+                data = _read_at(f.fileno(), pos, min(chunk, hi - pos))
+                if not data:
+                    return None
+                n += data.count(b"\n")
+                pos += len(data)
+    except OSError:
+        return None
+    return n
 
 
 def _find_start(fd: int, engine: str, before: int, scan_max: int, chunk: int) -> int | None:

@@ -33,7 +33,8 @@ def test_the_run_head_is_found_chunks_back(tmp_path: Path) -> None:
     filler = POLL * 5000
     log = _write(tmp_path / "server.log", b"".join(RUNNING), filler)
     before = len(b"".join(RUNNING)) + len(filler) // 2 // len(POLL) * len(POLL)
-    head = run_head(str(log), "vllm", before, head_max=64 << 10, chunk=4096)
+    at, head = run_head(str(log), "vllm", before, head_max=64 << 10, chunk=4096)
+    assert at == len(b"".join(VLLM[:BANNER]))
     want = b"".join(VLLM[BANNER:]).decode().replace("\r\n", "\n")  # the tailer's framing drops a CR before LF
     assert head and want.startswith("\n".join(head) + "\n")
     assert "version 0.32.0" in head[0]
@@ -46,21 +47,25 @@ def test_ollama_head_starts_at_server_config_across_a_chunk_boundary(tmp_path: P
     log = _write(tmp_path / "server.log", b"".join(lines), filler)
     # Chunks of 300 bytes: `server config` (line 1, ~700 bytes long) and `Listening on` (line 5) fall in
     # different chunks; the run still starts at line 1.
-    head = run_head(str(log), "ollama", len(b"".join(lines)), chunk=300)
+    _at, head = run_head(str(log), "ollama", len(b"".join(lines)), chunk=300)
     assert head[0].startswith('time=2026-11-28T14:00:00.412Z level=INFO source=routes.go') and "server config" in head[0]
 
 
 def test_no_opening_line_no_head(tmp_path: Path) -> None:
     log = _write(tmp_path / "server.log", POLL * 100)
-    assert run_head(str(log), "vllm", len(POLL) * 50) == []
-    assert run_head(str(tmp_path / "gone.log"), "vllm", 100) == []
+    assert run_head(str(log), "vllm", len(POLL) * 50) == (len(POLL) * 50, [])
+    assert run_head(str(tmp_path / "gone.log"), "vllm", 100) == (100, [])
 
 
 def test_tail_feed_puts_the_run_head_before_the_window(tmp_path: Path) -> None:
-    filler = POLL * 3000
+    # The head (256 KB) ends long before the window (the last ~900 KB) begins. Each line its own client
+    # port, so that a line numbered wrongly shows another text.
+    host, _, rest = POLL.partition(b" - ")
+    filler = b"".join(host.rsplit(b":", 1)[0] + b":%d - " % (10_000 + i) + rest for i in range(30_000))
     log = _write(tmp_path / "server.log", b"".join(RUNNING), filler)
     store, view, _evidence = new_store()
-    feed = TailFeed(store, str(log), "vllm", Evidence(), read_back=len(filler) // 2)
+    evidence = Evidence(keep=100_000)  # every line kept: the head's and the window's
+    feed = TailFeed(store, str(log), "vllm", evidence, read_back=len(filler) // 2)
     assert feed.run_found is False and feed.tailer.offset > len(b"".join(RUNNING))
     posted: list[Batch] = []
     stop = threading.Event()
@@ -80,8 +85,13 @@ def test_tail_feed_puts_the_run_head_before_the_window(tmp_path: Path) -> None:
     assert store.vllm_startup().get("served_model") == "tinyllm"
     [row] = view.snapshot(store.now, 10**6).resident
     assert (row.model, row.ctx_configured) == ("tinyllm", 512) and row.size_bytes
-    # the head first, then the window: the banner is the first line posted
-    assert posted[0].items and posted[0].items[0][2].line == 1
+    # The head first, then the window; evidence names the file's own lines, in both.
+    lines = log.read_bytes().decode().split("\n")  # not read_text(): universal newlines would split on a CR
+    events = [event for batch in posted for _src, _t, event in batch.items]
+    assert events[0].line == BANNER + 1
+    kept = [slot for slot in evidence.ring(feed.tail.src) if slot is not None]
+    assert any(n <= len(RUNNING) for n, _text in kept) and any(n > len(RUNNING) for n, _text in kept)
+    assert all(lines[n - 1].rstrip("\r") == text for n, text in kept)
 
 
 def test_an_opening_across_a_chunk_end_is_found(tmp_path: Path) -> None:
@@ -89,5 +99,5 @@ def test_an_opening_across_a_chunk_end_is_found(tmp_path: Path) -> None:
     data = log.read_bytes()
     needle = data.index("\u2588  version ".encode())
     before = len(b"".join(RUNNING))
-    head = run_head(str(log), "vllm", before, chunk=before - needle - 3)  # the first chunk ends inside it
+    _at, head = run_head(str(log), "vllm", before, chunk=before - needle - 3)  # the first chunk ends inside it
     assert head and "version 0.32.0" in head[0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-from ietop.feeds import READ_BACK_BYTES, Evidence, TailFeed
+from ietop.feeds import READ_BACK_BYTES, Batch, Evidence, TailFeed
 from ietop.sources.tailer import FileTailer
 from ietop.tui.run import new_store
 from parsers.runs import last_run_start
@@ -85,3 +85,28 @@ def test_tail_feed_reads_the_settings_and_loads_of_the_current_run(tmp_path: Pat
     assert [(r.model, r.source) for r in snap.resident] == [("qwen3:8b", "log")]
     assert store.settings.configured  # from `server config`, the run's first line
     assert feed.tail.n == 116
+
+
+def test_evidence_names_the_files_own_line_numbers(tmp_path: Path) -> None:
+    # The second run starts at line 679 of the file: its lines are evidence under their numbers in the file,
+    # not under "the nth line ietop read".
+    log = tmp_path / "server.log"
+    log.write_bytes(RUN + RUN)
+    store, _view, _evidence = new_store()
+    evidence = Evidence()
+    feed = TailFeed(store, str(log), "ollama", evidence, read_back=READ_BACK_BYTES)
+    posted: list[Batch] = []
+    try:
+        feed._read_back_from(posted.append)
+        while True:
+            store.apply_all(feed.tail.parse(feed.tailer.read_texts()))
+            if not feed.tailer.has_more:
+                break
+    finally:
+        feed.tailer.close()
+    assert posted == []  # the window holds the run's start: no head to read
+    lines = (RUN + RUN).decode().split("\n")
+    kept = [slot for slot in evidence.ring(feed.tail.src) if slot is not None]
+    first = len(RUN.splitlines()) + 1
+    assert kept and min(n for n, _text in kept) >= first
+    assert all(lines[n - 1] == text for n, text in kept)

@@ -10,8 +10,9 @@ from __future__ import annotations
 __all__ = ["RUN_OPENERS", "RUN_OPENING_SPAN", "last_opening", "last_run_start"]
 
 RUN_OPENERS: dict[str, tuple[bytes, ...]] = {
-    # routes.go: `server config env=map[…]` (v0.1.33+), then `Listening on ADDR (version X)` a few lines later.
-    "ollama": (b'msg="server config"', b"Listening on "),
+    # routes.go: `server config env=map[…]` (through Go's log package to ~0.5, `INFO server config env=`; slog
+    # after, `msg="server config"`), then `Listening on ADDR (version X)` a few lines later.
+    "ollama": (b'msg="server config"', b"INFO server config env=", b"Listening on "),
     # The API server's first lines: `vLLM API server version X` (to 0.11), the ASCII-art banner whose
     # last row ends `█  version X` (0.12+).
     "vllm": (b"vLLM API server version ", "\u2588  version ".encode()),

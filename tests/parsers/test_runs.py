@@ -52,3 +52,15 @@ def test_an_opening_far_before_the_last_one_is_another_run() -> None:
 def test_no_opening_line() -> None:
     assert last_run_start("ollama", b"[GIN] 2026/11/28 - 14:00:01 | 200 | 1ms | 127.0.0.1 | GET \"/\"\n") is None
     assert last_run_start("llamacpp", b"anything\n") is None
+
+
+@pytest.mark.parametrize("name", ["010-v03-journald-startup-server-config.log", "022-v057-windows-startup-golog-config.log",
+                                  "031-v0511-macos-startup-config.log"])
+def test_ollama_go_log_server_config_opens_the_run(name: str) -> None:
+    # Ollama 0.3-0.5 wrote its config through Go's log package: `2025/02/02 09:23:09 routes.go:1187: INFO
+    # server config env="map[…]"` (journald-wrapped in 010), a few lines before `Listening on`.
+    log = (ROOT / "fixtures" / "ollama" / name).read_bytes()
+    at = last_run_start("ollama", log + log)
+    assert at is not None
+    line = (log + log)[at:(log + log).index(b"\n", at)]
+    assert b"INFO server config env=" in line and at >= len(log)

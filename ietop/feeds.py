@@ -333,7 +333,7 @@ class TailFeed:
         src = self.tail.src
         try:
             if self.run_found is not None and self.tailer.offset > 0:
-                self._read_back_from(post)
+                self._read_back_from(post, stop)
             for lines in self.tailer.follow(stop, timeout=1.0, texts=True):
                 if lines:
                     items = self.tail.parse(lines)
@@ -345,16 +345,16 @@ class TailFeed:
         finally:
             self.tailer.close()
 
-    def _read_back_from(self, post: Post) -> None:
+    def _read_back_from(self, post: Post, stop: threading.Event | None = None) -> None:
         """Before the window read back: the lines before it are counted, so that evidence names the file's own
         line numbers; and when the server's run began before the window, its first lines (start-up facts) go
         first."""
         from ietop.sources.run_head import COUNT_MAX, count_lines, run_head
 
         path, window = self.tailer.path, self.tailer.offset
-        head_at, head = run_head(path, self.engine, window) if not self.run_found else (window, [])
-        before_head = count_lines(path, 0, head_at) if head_at <= COUNT_MAX else None
-        between = count_lines(path, head_at, window) if before_head is not None else None
+        head_at, head = run_head(path, self.engine, window, stop=stop) if not self.run_found else (window, [])
+        before_head = count_lines(path, 0, head_at, stop=stop) if head_at <= COUNT_MAX else None
+        between = count_lines(path, head_at, window, stop=stop) if before_head is not None else None
         if before_head is not None:
             self.tail.n = before_head
         if head:

@@ -10,6 +10,7 @@ on the feed's worker thread, never before the first frame.
 from __future__ import annotations
 
 import os
+import threading
 
 from parsers.framing import split_texts
 from parsers.runs import RUN_OPENERS, RUN_OPENING_SPAN, last_opening
@@ -27,13 +28,13 @@ numbers (~1 s per GB from the page cache); past it the numbers count from where 
 
 
 def run_head(path: str, engine: str, before: int, *, head_max: int = HEAD_MAX, scan_max: int = SCAN_MAX,
-             chunk: int = CHUNK) -> tuple[int, list[str]]:
+             chunk: int = CHUNK, stop: threading.Event | None = None) -> tuple[int, list[str]]:
     """The offset of the last server run that opens before offset `before` (a line start) and its lines from
     that opening line, for at most `head_max` bytes and never past `before`; (before, []) when no opening line
-    is found within `scan_max` bytes (or the file cannot be read)."""
+    is found within `scan_max` bytes (or the file cannot be read, or `stop` is set meanwhile)."""
     try:
         with open(path, "rb") as f:
-            start = _find_start(f.fileno(), engine, before, scan_max, chunk)
+            start = _find_start(f.fileno(), engine, before, scan_max, chunk, stop)
             if start is None:
                 return before, []
             data = _read_at(f.fileno(), start, min(head_max, before - start))
@@ -44,14 +45,17 @@ def run_head(path: str, engine: str, before: int, *, head_max: int = HEAD_MAX, s
     return start, [text for texts in split_texts([data[:end]]) for text in texts]
 
 
-def count_lines(path: str, lo: int, hi: int, *, chunk: int = CHUNK) -> int | None:
+def count_lines(path: str, lo: int, hi: int, *, chunk: int = CHUNK, stop: threading.Event | None = None) -> int | None:
     """Newlines between offsets `lo` and `hi`: how many lines come before `hi` when `lo` is a line start whose
-    number is known. None when the file cannot be read."""
+    number is known. None when the file cannot be read, or `stop` is set meanwhile (the user quits: a cold
+    disk reads a GB in seconds)."""
     n = 0
     try:
         with open(path, "rb") as f:
             pos = lo
             while pos < hi:
+                if stop is not None and stop.is_set():
+                    return None
                 data = _read_at(f.fileno(), pos, min(chunk, hi - pos))
                 if not data:
                     return None
@@ -62,13 +66,14 @@ def count_lines(path: str, lo: int, hi: int, *, chunk: int = CHUNK) -> int | Non
     return n
 
 
-def _find_start(fd: int, engine: str, before: int, scan_max: int, chunk: int) -> int | None:
+def _find_start(fd: int, engine: str, before: int, scan_max: int, chunk: int,
+                stop: threading.Event | None) -> int | None:
     needles = RUN_OPENERS.get(engine, ())
     if not needles:
         return None
     overlap = max(map(len, needles)) - 1  # an opening text across a chunk's end is found in that chunk
     hi = before
-    while hi > 0 and before - hi < scan_max:
+    while hi > 0 and before - hi < scan_max and not (stop is not None and stop.is_set()):
         lo = max(0, hi - chunk)
         data = _read_at(fd, lo, min(before, hi + overlap) - lo)
         last = max(data.rfind(n) for n in needles)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from ietop.feeds import Batch, Evidence, TailFeed
-from ietop.sources.run_head import run_head
+from ietop.sources.run_head import count_lines, run_head
 from ietop.tui.run import new_store
 from tests.tui.support import INCIDENT, ROOT
 
@@ -101,3 +101,13 @@ def test_an_opening_across_a_chunk_end_is_found(tmp_path: Path) -> None:
     before = len(b"".join(RUNNING))
     _at, head = run_head(str(log), "vllm", before, chunk=before - needle - 3)  # the first chunk ends inside it
     assert head and "version 0.32.0" in head[0]
+
+
+def test_a_quit_stops_the_search_and_the_count(tmp_path: Path) -> None:
+    log = _write(tmp_path / "server.log", b"".join(RUNNING), POLL * 100)
+    size = log.stat().st_size
+    stopped = threading.Event()
+    stopped.set()
+    assert run_head(str(log), "vllm", size, stop=stopped) == (size, [])
+    assert count_lines(str(log), 0, size, stop=stopped) is None
+    assert count_lines(str(log), 0, size) == log.read_bytes().count(b"\n")

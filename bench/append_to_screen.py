@@ -57,7 +57,7 @@ def append(path: Path, text: str) -> float:
 async def followed_dashboard() -> AsyncIterator[tuple[Any, Any, Path]]:
     """(app, pilot, log): the live app headless, following an empty log in a temporary directory (hardware
     sampling off), once its tailer is following. bench/dashboard_loaded.py uses it too."""
-    from ietop.discover import Plan
+    from ietop.pipeline.discover import Plan
     from ietop.tui.run import live_app
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -445,9 +445,9 @@ def ingest_baseline(path: Path) -> dict[str, Any]:
 def ingest_ietop(path: Path) -> dict[str, Any]:
     """TailFeed from the start, driven without threads: read -> parse -> store.apply_all (what the dashboard does
     with each batch) until nothing is left."""
-    from ietop.feeds import Evidence, TailFeed
+    from ietop.pipeline.feeds import Evidence, TailFeed
+    from ietop.pipeline.setup import new_store
     from ietop.runtime import tune_gc
-    from ietop.tui.run import new_store
 
     tune_gc()  # as the live dashboard does at start (ietop/cli.py); analyze and proxy also raise the GC threshold
     store, _view, _evidence = new_store()

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import os, subprocess, sys
 sys.path.insert(0, os.getcwd())
-from ietop.feeds import Evidence, TailFeed
+from ietop.pipeline.feeds import Evidence, TailFeed
 from ietop.model.live import LiveView
 from ietop.model.store import Store
 from ietop.runtime import tune_gc

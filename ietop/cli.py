@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from ietop.pipeline import FormatError, SourceError, parse_time_arg
+    from ietop.pipeline.ingest import FormatError, SourceError, parse_time_arg
 
     try:
         since = parse_time_arg(args.since) if args.since else None
@@ -229,7 +229,7 @@ def demo_paths() -> list[str]:
 
 def _replay(paths: Sequence[str], speed: float, engine: str | None, title: str, paused: bool = False,
             until_text: str | None = None, window_index: int = 1) -> int:
-    from ietop.pipeline import FormatError, SourceError, parse_time_arg
+    from ietop.pipeline.ingest import FormatError, SourceError, parse_time_arg
 
     try:
         until = parse_time_arg(until_text) if until_text else None
@@ -252,8 +252,8 @@ def _replay(paths: Sequence[str], speed: float, engine: str | None, title: str, 
 
 
 def _live(args: argparse.Namespace) -> int:
-    from ietop.discover import plan
-    from ietop.pipeline import FormatError, SourceError
+    from ietop.pipeline.discover import plan
+    from ietop.pipeline.ingest import FormatError, SourceError
 
     p = plan(args.ollama, args.vllm, args.mlx, args.log, args.journal, args.docker, proxy=args.proxy,
              proxy_upstream=args.proxy_upstream)

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Protocol
 
 from parsers.events import Event, Unparsed
-from parsers.ollama import OllamaParser
+from parsers.ollama.log import OllamaParser
 
 # vLLM: optional `(Proc pid=N) `, level, `MM-DD hh:mm:ss` (or a full date with a custom format), then the
 # Python file (`[loggers.py:335]`, V0 without the bracket, relative paths at DEBUG). TUI borders `│ ` too.
@@ -34,8 +34,8 @@ def detect_engine(lines: Iterable[str]) -> str | None:
     (stripped prefixes, tracebacks, llama.cpp output) carry no envelope but still carry that engine's
     messages.
     """
-    from parsers.mlx import MlxParser
-    from parsers.vllm import VllmParser
+    from parsers.mlx.log import MlxParser
+    from parsers.vllm.log import VllmParser
 
     parsers: dict[str, _Parser] = {"ollama": OllamaParser(), "vllm": VllmParser(), "mlx": MlxParser()}
     score = dict.fromkeys(parsers, 0)

@@ -19,7 +19,7 @@ from ietop.model.counters import Window
 from ietop.model.hints import HintContext, HintEngine
 from ietop.model.records import Ref, Request, iso
 from ietop.model.store import SourcePaths, Store
-from ietop.pipeline import run_files
+from ietop.pipeline.ingest import run_files
 
 SCHEMA = "ietop.analyze/1"
 LIST_KEYS = (("requests", "request"), ("loads", "load"), ("unloads", "unload"),

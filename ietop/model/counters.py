@@ -32,7 +32,7 @@ from ietop.model.histograms import (
     quantile,
 )
 from parsers.events import Scrape
-from parsers.vllm_metrics import COUNTERS, ENGINE_LABEL, GAUGES, HISTOGRAMS
+from parsers.vllm.metrics import COUNTERS, ENGINE_LABEL, GAUGES, HISTOGRAMS
 
 
 # -------------------------------------------------------------------------------------------- the window
@@ -51,7 +51,7 @@ class HistogramStats:
 
 @dataclass(frozen=True, slots=True)
 class Histograms:
-    """The histograms ietop shows (keys of parsers.vllm_metrics.HISTOGRAMS); None when not exposed."""
+    """The histograms ietop shows (keys of parsers.vllm.metrics.HISTOGRAMS); None when not exposed."""
 
     ttft: HistogramStats | None
     itl: HistogramStats | None

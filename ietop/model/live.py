@@ -16,7 +16,7 @@ from ietop.model.records import Load, Request, Simple, Unload
 from ietop.model.snapshot import EngineRow, LogGpu, Snapshot, SourceRow
 from ietop.model.store import Store
 from ietop.model.timeline import Sample, build_timeline, event_rows, latency_rows, resident_rows, sample_time
-from parsers.ollama_msgs import human_bytes
+from parsers.ollama.messages import human_bytes
 
 SAMPLES = 50_000
 """Latency samples kept for the windows: 15 minutes at ~55 requests/s; older ones fall off."""

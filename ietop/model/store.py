@@ -15,17 +15,17 @@ from typing import overload
 
 from ietop.model.config import Settings
 from ietop.model.counters import ScrapeStore
+from ietop.model.engines.mlx import MlxTracker
+from ietop.model.engines.vllm import VllmTracker
 from ietop.model.facts import RequestFacts
 from ietop.model.loads import LoadTracker
-from ietop.model.mlx import MlxTracker
 from ietop.model.names import model_name
 from ietop.model.proxied import proxied_request
 from ietop.model.records import Ref, Request, Simple, is_inference
 from ietop.model.sketch import Sketch
 from ietop.model.store_records import EngineState, ListSink, Sink, SourceInfo
-from ietop.model.vllm import VllmTracker
 from parsers import events as ev
-from parsers.api_events import OllamaResidency
+from parsers.api.events import OllamaResidency
 
 __all__ = ["EngineState", "ListSink", "Sink", "SourceInfo", "SourcePaths", "Store"]
 
@@ -75,7 +75,7 @@ class Store:
         self.engines: dict[str, EngineState] = {}
         self.metrics = ScrapeStore()
         self.residency: dict[str, OllamaResidency] = {}
-        """Endpoint → its newest `/api/ps` answer (parsers.api_events.OllamaResidency)."""
+        """Endpoint → its newest `/api/ps` answer (parsers.api.events.OllamaResidency)."""
         self.gpus: dict[str, ev.GpuInfo] = {}
         """Devices the engine's own log reports (replay has no NVML of that host)."""
         self.gpu_memory: dict[str, ev.GpuMemory] = {}
@@ -321,7 +321,7 @@ class Store:
         )
         mlx = self._mlx.get(src)
         if mlx is not None:
-            mlx.access(req)  # finished later, when its facts are in (see ietop.model.mlx)
+            mlx.access(req)  # finished later, when its facts are in (see ietop.model.engines.mlx)
             return
         if req.inference:
             # vLLM access lines carry no latency: join request-logging facts in order, unbounded in time.

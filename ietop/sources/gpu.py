@@ -18,11 +18,12 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-__all__ = ["GpuProcess", "GpuSample", "Nvml"]
+from ietop.sources.samples import GpuProcess, GpuSample
+
+__all__ = ["Nvml"]
 
 _T = TypeVar("_T")
 
@@ -44,33 +45,8 @@ _INIT_REASONS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class GpuProcess:
-    """A process holding a context on a GPU."""
-
-    pid: int
-    used_bytes: int | None
-    """GPU memory it uses; None where NVML cannot tell (Windows WDDM, some containers)."""
 
 
-@dataclass(frozen=True, slots=True)
-class GpuSample:
-    """One GPU at one instant. Every None means N/A: this GPU or driver does not report it."""
-
-    index: int
-    name: str
-    """Product name, e.g. "NVIDIA GeForce RTX 4090"; "" when unreadable."""
-    uuid: str
-    """Stable identity across reboots and re-enumeration ("GPU-..."); "" when unreadable."""
-    memory_total: int | None
-    memory_used: int | None
-    util_percent: int | None
-    """Percent of the last sample period in which a kernel ran (not how much of the GPU it used)."""
-    power_w: float | None
-    power_limit_w: float | None
-    temperature_c: int | None
-    processes: tuple[GpuProcess, ...]
-    """Compute and graphics contexts merged by pid, sorted by pid; empty also when NVML refuses the list."""
 
 
 class _NoError(Exception):

@@ -28,8 +28,10 @@ from typing import Any, NamedTuple, TypeVar
 
 import psutil
 
+from ietop.sources.samples import HostMemory
+
 __all__ = [
-    "HostMemory", "ProcessSample", "find_processes", "gpu_wired_limit_bytes", "host_memory", "parse_wired_limit_mb",
+    "ProcessSample", "find_processes", "gpu_wired_limit_bytes", "host_memory", "parse_wired_limit_mb",
     "sample_process",
 ]
 
@@ -57,23 +59,6 @@ class ProcessSample(NamedTuple):
     """The command line joined with spaces; "" when dead or not readable."""
 
 
-class HostMemory(NamedTuple):
-    """Host memory in bytes."""
-
-    total: int
-    available: int
-    """Memory a new process could get without swapping (includes reclaimable cache)."""
-    used: int
-    """``total - available``: psutil's own ``used`` means different things on each OS."""
-    swap_total: int
-    swap_used: int
-    wired: int | None = None
-    """macOS/BSD: memory the kernel may not page out. On Apple silicon this includes what Metal has
-    wired for the GPU (model weights, KV cache), so it is where an MLX or Ollama model lives. None
-    elsewhere."""
-    compressed: int | None = None
-    """macOS: memory held by the compressor (Activity Monitor's "Compressed"). psutil does not report
-    it, so it stays None until a source that can read it is worth its cost."""
 
 
 def _serves_loopback(ip: str) -> bool:

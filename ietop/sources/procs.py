@@ -6,7 +6,7 @@ portable way to wait on a pipe (``selectors`` does not work on pipes on Windows)
 ``docker logs`` writes the container's stderr to its own stderr: merging them into one pipe with
 ``stderr=STDOUT`` could splice a stdout line into the middle of a stderr one.
 
-Bytes are framed into lines with ``parsers.framing.LineSplitter`` (the same framing as file tails: a
+Bytes are framed into lines with ``parsers.text.framing.LineSplitter`` (the same framing as file tails: a
 partial last line waits for its newline, an over-long line is cut and the next one is intact). Pending
 text is bounded: when the consumer falls behind, readers stop reading, the pipe fills and the child
 blocks on its write, which is the backpressure we want instead of unbounded memory.
@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import BinaryIO
 
-from parsers.framing import Line, LineSplitter
+from parsers.text.framing import Line, LineSplitter
 
 __all__ = ["CommandLines", "StdinLines", "docker_argv", "journal_argv"]
 
@@ -39,7 +39,7 @@ def journal_argv(unit: str) -> list[str]:
     """Follow a systemd unit's journal as JSON, starting with its last 1000 entries.
 
     JSON rather than the default text: each record carries the exact time (``__REALTIME_TIMESTAMP``)
-    and the message unaltered, with no syslog prefix to strip (see ``parsers.journal_json``).
+    and the message unaltered, with no syslog prefix to strip (see ``parsers.text.journal_json``).
     """
     return ["journalctl", "-f", "-o", "json", f"--unit={unit}", "--no-pager", "-n", "1000"]
 

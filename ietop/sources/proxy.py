@@ -26,8 +26,8 @@ from typing import IO, Any
 import uvicorn
 
 from ietop.sources.proxy_app import ASGIApp, ProxyApp, make_app
+from parsers.api.proxy_log import from_json, to_json
 from parsers.events import ProxyRequest
-from parsers.proxy_log import from_json, to_json
 
 __all__ = [
     "DEFAULT_LISTEN",
@@ -100,7 +100,7 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-# One format, read and written by parsers.proxy_log (analyze reads the same files back).
+# One format, read and written by parsers.api.proxy_log (analyze reads the same files back).
 proxy_request_to_json = to_json
 proxy_request_from_json = from_json
 

@@ -4,7 +4,7 @@ the inference ones on the way.
 Why a hand-written ASGI callable rather than a framework: a proxy must not parse, re-encode, buffer or
 decompress what it forwards, and every framework layer is one more place where that can happen. The
 response body is read as the upstream sent it (compressed or not: nothing decodes it) and each chunk is
-handed to the server as soon as it arrives; the measuring (``parsers.stream.StreamMeter``) sees the same
+handed to the server as soon as it arrives; the measuring (``parsers.api.stream.StreamMeter``) sees the same
 chunk only after it has been sent on, and a finished request is measured to its end and recorded when the
 proxy next waits on the upstream (``ProxyApp._later``), so neither delays a client.
 
@@ -54,8 +54,8 @@ from ietop.sources.proxy_messages import (
     wait_disconnect,
 )
 from ietop.sources.upstream import Connections, UpstreamAnswer, UpstreamDown, UpstreamError, UpstreamTimeout
+from parsers.api.stream import StreamMeter, is_inference_path
 from parsers.events import ProxyRequest
-from parsers.stream import StreamMeter, is_inference_path
 
 __all__ = ["ASGIApp", "ProxyApp", "make_app"]
 

@@ -1,8 +1,8 @@
 """The first lines of a log's last server run, when that run began before the part of the log a live tail
-reads back (ietop.feeds.TailFeed): what the engine said at start-up (vLLM's model size and served name, Ollama's
-configured settings) is in those lines only.
+reads back (ietop.pipeline.feeds.TailFeed): what the engine said at start-up (vLLM's model size and served name,
+Ollama's configured settings) is in those lines only.
 
-The file is searched backwards in line-aligned chunks for the run's opening line (parsers.runs), up to
+The file is searched backwards in line-aligned chunks for the run's opening line (parsers.text.runs), up to
 SCAN_MAX bytes; a read from the page cache runs at GB/s, so this costs well under a second even then. It runs
 on the feed's worker thread, never before the first frame.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import threading
 
-from parsers.framing import split_texts
-from parsers.runs import RUN_OPENERS, RUN_OPENING_SPAN, last_opening
+from parsers.text.framing import split_texts
+from parsers.text.runs import RUN_OPENERS, RUN_OPENING_SPAN, last_opening
 
 __all__ = ["COUNT_MAX", "count_lines", "run_head"]
 

@@ -41,7 +41,7 @@ from typing import Any, Literal, overload
 from watchdog.observers.api import BaseObserver
 
 from ietop.sources.wake import start_wake_observer
-from parsers.framing import Line, LineSplitter
+from parsers.text.framing import Line, LineSplitter
 
 __all__ = ["FileTailer"]
 
@@ -68,7 +68,7 @@ class FileTailer:
             still gets control back (and ``has_more`` is then True).
         read_back: with ``from_start=False``, where to start instead of the last line: given the file's
             last ``read_back_max`` bytes (from a line start, or the file's start), the offset in them of the
-            line to start at (parsers.runs.last_run_start: the server run's first line); None starts at the
+            line to start at (parsers.text.runs.last_run_start: the server run's first line); None starts at the
             window's first line.
     """
 

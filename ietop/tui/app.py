@@ -21,12 +21,14 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Input
 
-from ietop.clock import ReplayClock
-from ietop.feeds import Batch, Evidence, ProxyFeed
 from ietop.model.live import LiveView
 from ietop.model.records import Ref
 from ietop.model.snapshot import WINDOWS, Snapshot
 from ietop.model.store import Store
+from ietop.pipeline.clock import ReplayClock
+from ietop.pipeline.feeds import Batch, Evidence, ProxyFeed
+from ietop.pipeline.hardware import Hardware
+from ietop.pipeline.polling import ProcessSamples
 from ietop.tui.pacing import RedrawPacer
 from ietop.tui.replay_control import ReplayControls, ReplayParts
 from ietop.tui.screens.detail import DetailScreen, event_view, hint_view, request_view
@@ -37,7 +39,7 @@ from ietop.tui.widgets.engines import EnginesBar
 from ietop.tui.widgets.events import EventsTable
 from ietop.tui.widgets.hints import HintsTable
 from ietop.tui.widgets.latency import LatencyPanel
-from ietop.tui.widgets.memory import Hardware, MemoryPanel
+from ietop.tui.widgets.memory import MemoryPanel
 from ietop.tui.widgets.requests import COLUMNS, RequestsTable
 from ietop.tui.widgets.residency import ResidencyTable
 from ietop.tui.widgets.rowtable import RowTable
@@ -66,7 +68,7 @@ class EventsBatch(Message):
 
 
 class HardwareSampled(Message):
-    def __init__(self, hardware: Hardware, processes: list[tuple[int, float, int | None, bool]]) -> None:
+    def __init__(self, hardware: Hardware, processes: ProcessSamples) -> None:
         super().__init__()
         self.hardware = hardware
         self.processes = processes
@@ -78,7 +80,7 @@ class Setup:
     """What to watch; built by the CLI (ietop.tui.setup) and by tests."""
 
     feeds: list[object] = field(default_factory=list)
-    """Objects with `run(post, stop)` (ietop.feeds)."""
+    """Objects with `run(post, stop)` (ietop.pipeline.feeds)."""
     endpoints: list[tuple[str, str]] = field(default_factory=list)
     """(engine, base URL) to poll."""
     discovered: set[str] = field(default_factory=set)
@@ -204,15 +206,18 @@ class IetopApp(ReplayControls):
 
     @work(exclusive=True, group="poll", exit_on_error=False, description="poll engines")
     async def _poll(self) -> None:
-        from ietop.tui.polling import poll_forever
+        from ietop.pipeline.polling import poll_forever
 
-        await poll_forever(self, self.setup.endpoints, self.setup.poll_interval)
+        await poll_forever(lambda: self.store, self.setup.endpoints, self.setup.poll_interval)
 
     @work(thread=True, exit_on_error=False, description="sample host and GPU")
     def _sample_hardware(self) -> None:
-        from ietop.tui.polling import sample_forever
+        from ietop.pipeline.polling import sample_forever
 
-        sample_forever(self, self.setup.endpoints, self._stop)
+        def post(hardware: Hardware, processes: ProcessSamples) -> None:
+            self.post_message(HardwareSampled(hardware, processes))
+
+        sample_forever(lambda: self.store, self.setup.endpoints, self._stop, post)
 
     # -- messages (main thread: the only writer of the store) -----------------------------------
     def on_events_batch(self, message: EventsBatch) -> None:

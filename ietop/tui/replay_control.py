@@ -3,7 +3,7 @@
 A base class of the app (ietop.tui.app), kept apart so that the app module stays readable: it holds the
 replay's state the app's handlers share (the position, the jump's target, which replay is current).
 
-Going back starts the replay over: a store cannot be undone. ietop.rewind first works out, on a worker
+Going back starts the replay over: a store cannot be undone. ietop.pipeline.rewind first works out, on a worker
 thread and into a store of its own, how many items the replay must apply to stand just after the previous
 event; then a fresh store and feed (Setup.restart) run there unpaced, as a forward jump does, and pause.
 Batches the replay before had posted are dropped by their generation number.
@@ -19,11 +19,11 @@ from textual import work
 from textual.app import App
 from textual.message import Message
 
-from ietop.clock import ReplayClock
-from ietop.feeds import Batch, Evidence, ReplayFeed
 from ietop.model.live import LiveView
 from ietop.model.snapshot import Snapshot
 from ietop.model.store import Store
+from ietop.pipeline.clock import ReplayClock
+from ietop.pipeline.feeds import Batch, Evidence, ReplayFeed
 
 if TYPE_CHECKING:
     from ietop.tui.app import Setup
@@ -130,7 +130,7 @@ class ReplayControls(App[None]):
 
     @work(thread=True, exit_on_error=False, group="back", description="find the previous event")
     def _find_back_target(self, restart: Callable[[float], ReplayParts], position: int, generation: int) -> None:
-        from ietop.rewind import back_target
+        from ietop.pipeline.rewind import back_target
 
         try:
             parts = restart(0.0)

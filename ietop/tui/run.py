@@ -9,22 +9,14 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, BinaryIO
 
-from ietop.clock import ReplayClock
-from ietop.feeds import READ_BACK_BYTES, CommandFeed, Evidence, ProxyFeed, ReplayFeed, TailFeed
-from ietop.model.live import LiveView
-from ietop.model.store import Store
+from ietop.pipeline.clock import ReplayClock
+from ietop.pipeline.feeds import ReplayFeed
+from ietop.pipeline.setup import live_feeds, new_store
 from ietop.tui.app import IetopApp, Setup
 from ietop.tui.replay_control import ReplayParts
 
 if TYPE_CHECKING:
-    from ietop.discover import Plan
-
-
-def new_store() -> tuple[Store, LiveView, Evidence]:
-    view = LiveView()
-    store = Store(view)
-    view.attach(store)
-    return store, view, Evidence()
+    from ietop.pipeline.discover import Plan
 
 
 def replay_app(paths: Sequence[str], speed: float, engine: str | None = None, *, title: str = "ietop replay",
@@ -49,26 +41,8 @@ def replay_app(paths: Sequence[str], speed: float, engine: str | None = None, *,
 
 
 def live_app(plan: Plan, poll_interval: float = 2.0) -> IetopApp:
-    from ietop.pipeline import sniff
-    from ietop.sources.procs import CommandLines, StdinLines, docker_argv, journal_argv
-
     store, view, evidence = new_store()
-    feeds: list[object] = []
-    for engine, path in plan.logs:
-        if path == "-":
-            feeds.append(CommandFeed(store, "stdin", engine or "ollama", evidence, StdinLines(_stdin_for_data())))
-            continue
-        feeds.append(TailFeed(store, path, engine or sniff(path), evidence, read_back=READ_BACK_BYTES))
-    for engine, unit in plan.journals:
-        feeds.append(CommandFeed(store, f"journal:{unit}", engine, evidence, CommandLines(journal_argv(unit)),
-                                 journal_json=True))
-    for engine, container in plan.dockers:
-        feeds.append(CommandFeed(store, f"docker:{container}", engine, evidence,
-                                 CommandLines(docker_argv(container))))
-    if plan.proxy is not None:
-        if plan.proxy_upstream is None:
-            raise ValueError("--proxy needs an engine to forward to: add --proxy-upstream URL (or --ollama URL…)")
-        feeds.append(ProxyFeed(store, plan.proxy, plan.proxy_upstream))
+    feeds = live_feeds(store, evidence, plan, _stdin_for_data)
     setup = Setup(feeds=feeds, endpoints=plan.endpoints, discovered=plan.discovered, title="ietop",
                   poll_interval=poll_interval)
     return IetopApp(store, view, evidence, setup)

@@ -1,6 +1,6 @@
 """`ietop analyze` on an `ietop proxy --jsonl` file: the proxy's exact measurements become requests with
 `prompt_tokens_source: "proxy"`, TTFT/ITL percentiles from the requests, and errors for the failures.
-The JSONL lines are SYNTHETIC (written here through parsers.proxy_log.to_json, the proxy's own writer)."""
+The JSONL lines are SYNTHETIC (written here through parsers.api.proxy_log.to_json, the proxy's own writer)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from ietop.cli import main
+from parsers.api.proxy_log import to_json
 from parsers.events import ProxyRequest
-from parsers.proxy_log import to_json
 
 T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=timezone.utc)
 

@@ -13,7 +13,7 @@ from mlx_client import MlxClient, RequestRecord, run_request_mix
 from mlx_env import MlxEnv, MlxModels
 from mlx_server import MlxServer
 
-from ietop.discover import plan
+from ietop.pipeline.discover import plan
 from ietop.tui.run import live_app
 from ietop.tui.widgets.engines import EnginesBar
 from ietop.tui.widgets.requests import RequestsTable

@@ -24,7 +24,8 @@ from mlx_server import MlxServer, port_refuses
 
 from ietop.model.records import Request
 from ietop.model.store import ListSink, Store
-from ietop.pipeline import LiveLog, apply_poll, sample_engine_process
+from ietop.pipeline.livelog import LiveLog
+from ietop.pipeline.polling import apply_poll, sample_engine_process
 from ietop.sources.http import get
 
 pytestmark = pytest.mark.e2e

@@ -25,7 +25,8 @@ from vllm_env import VllmEnv, VllmModel
 from vllm_server import VllmServer, port_refuses
 
 from ietop.model.store import ListSink, Store
-from ietop.pipeline import LiveLog, apply_poll
+from ietop.pipeline.livelog import LiveLog
+from ietop.pipeline.polling import apply_poll
 from ietop.sources.http import Poller, PollResult
 
 pytestmark = pytest.mark.vllm_e2e

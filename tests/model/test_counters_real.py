@@ -23,8 +23,8 @@ import pytest
 from ietop.model.counters import Window, compute_window
 from ietop.model.histograms import histograms, merge_histograms
 from parsers.events import Scrape
-from parsers.prometheus import parse_scrape
-from parsers.vllm_metrics import COUNTERS, GAUGES, HISTOGRAMS
+from parsers.vllm.metrics import COUNTERS, GAUGES, HISTOGRAMS
+from parsers.vllm.prometheus import parse_scrape
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "vllm" / "metrics"
 EP = "http://127.0.0.1:18000/metrics"

@@ -7,8 +7,8 @@ from itertools import pairwise
 
 import pytest
 
-from ietop.pipeline import run_files
-from ietop.tui.run import new_store
+from ietop.pipeline.ingest import run_files
+from ietop.pipeline.setup import new_store
 from tests.tui.support import ROOT
 
 
@@ -38,7 +38,7 @@ def test_two_engines_in_one_replay() -> None:
 def test_rows_read_in_time_order(until: str | None) -> None:
     """Rows are placed newest first by when each thing happened, and the time column says that time: a load
     that ended shows its end (it showed its start, so a failed load sat above errors logged after it)."""
-    from ietop.pipeline import parse_time_arg
+    from ietop.pipeline.ingest import parse_time_arg
 
     store, view, _evidence = new_store()
     run_files(store, [str(ROOT / "ietop/demo/incident.log")], until=parse_time_arg(until) if until else None)

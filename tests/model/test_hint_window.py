@@ -7,8 +7,8 @@ the whole incident (and back), each against the same engine with its kept window
 from __future__ import annotations
 
 from ietop.model.hints import HintContext
-from ietop.pipeline import run_files
-from ietop.tui.run import new_store
+from ietop.pipeline.ingest import run_files
+from ietop.pipeline.setup import new_store
 from tests.tui.support import INCIDENT
 
 
@@ -42,8 +42,8 @@ def test_the_kept_window_gives_the_hints_a_fresh_one_gives() -> None:
 def test_records_that_come_in_are_in_the_next_window() -> None:
     import threading
 
-    from ietop.clock import ReplayClock
-    from ietop.feeds import Batch, ReplayFeed
+    from ietop.pipeline.clock import ReplayClock
+    from ietop.pipeline.feeds import Batch, ReplayFeed
 
     store, view, evidence = new_store()
     batches: list[Batch] = []

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from ietop.pipeline import apply_poll, run_files
-from ietop.tui.run import new_store
+from ietop.pipeline.ingest import run_files
+from ietop.pipeline.polling import apply_poll
+from ietop.pipeline.setup import new_store
 from tests.tui.support import INCIDENT, ROOT
 
 

@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ietop.model.live import log_gpus
-from ietop.pipeline import run_files
-from ietop.tui.run import new_store
-from parsers.ollama_msgs import human_bytes
+from ietop.pipeline.ingest import run_files
+from ietop.pipeline.setup import new_store
+from parsers.ollama.messages import human_bytes
 from tests.tui.support import INCIDENT, ROOT
 
 GIB = 1 << 30

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import httpx
 
 from ietop.model.store import Store
-from ietop.pipeline import apply_poll
+from ietop.pipeline.polling import apply_poll
 from ietop.sources.http import Poller, PollResult
 
 BASE = "http://127.0.0.1:8080"

@@ -12,7 +12,7 @@ from typing import Any
 
 from ietop.model.store import ListSink, Store
 from parsers import events as ev
-from parsers.engine_api import mlx_health, mlx_models
+from parsers.api.engine_api import mlx_health, mlx_models
 
 MB = 1 << 20
 T0 = datetime(2026, 11, 29, 15, 0, 0)

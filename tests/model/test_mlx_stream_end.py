@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ietop.feeds import Evidence, TailParse
-from ietop.tui.run import new_store
+from ietop.pipeline.feeds import Evidence, TailParse
+from ietop.pipeline.setup import new_store
 from tests.tui.support import ROOT
 
 LOG = ROOT / "fixtures" / "mlx" / "real-stream-no-usage-server.log"

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from ietop.model.live import LiveView
 from ietop.model.store import Store
-from ietop.pipeline import apply_poll, run_files
-from ietop.tui.run import new_store
+from ietop.pipeline.ingest import run_files
+from ietop.pipeline.polling import apply_poll
+from ietop.pipeline.setup import new_store
 from tests.tui.support import INCIDENT, ROOT
 
 API = ROOT / "fixtures" / "ollama" / "api"

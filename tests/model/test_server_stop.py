@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ietop.pipeline import run_files
-from ietop.tui.run import new_store
+from ietop.pipeline.ingest import run_files
+from ietop.pipeline.setup import new_store
 from tests.tui.support import INCIDENT, ROOT
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from ietop.model.timeline import vllm_figures
-from ietop.pipeline import parse_time_arg, run_files
-from ietop.tui.run import new_store
+from ietop.pipeline.ingest import parse_time_arg, run_files
+from ietop.pipeline.setup import new_store
 from parsers.events import StartupFact
 from tests.tui.support import ROOT
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from parsers.detect import detect_engine
-from parsers.envelope import strip_envelope
+from parsers.text.envelope import strip_envelope
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FILES = sorted(

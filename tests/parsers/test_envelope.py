@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from parsers.envelope import Stripped, strip_envelope
+from parsers.text.envelope import Stripped, strip_envelope
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "ollama"
 

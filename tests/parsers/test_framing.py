@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from parsers.framing import Line, LineSplitter, split_lines, split_texts
+from parsers.text.framing import Line, LineSplitter, split_lines, split_texts
 
 
 def expected(data: bytes, max_line: int, *, final: bool = True) -> list[Line]:

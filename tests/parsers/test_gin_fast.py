@@ -14,9 +14,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers.envelope import strip_envelope
-from parsers.ollama import OllamaParser
-from parsers.ollama_gin import _GIN_PLAIN_RE
+from parsers.ollama.gin import _GIN_PLAIN_RE
+from parsers.ollama.log import OllamaParser
+from parsers.text.envelope import strip_envelope
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers import gofmt
-from parsers.gofmt import parse_attrs, unquote
-from parsers.memo import MAX_KEY_LEN
+from parsers.ollama import gofmt
+from parsers.ollama.gofmt import parse_attrs, unquote
+from parsers.text.memo import MAX_KEY_LEN
 
 
 def obvious_attrs(attrs: str) -> dict[str, str]:

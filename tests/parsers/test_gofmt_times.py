@@ -1,4 +1,4 @@
-"""The fast time paths of parsers.gofmt equal the obvious ones they replaced (datetime.replace is slow on
+"""The fast time paths of parsers.ollama.gofmt equal the obvious ones they replaced (datetime.replace is slow on
 CPython 3.11, so the hot paths build aware times another way): same instant, same offset, same failures."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers.gofmt import parse_slog_time, with_offset
+from parsers.ollama.gofmt import parse_slog_time, with_offset
 
 
 def obvious_slog_time(text: str) -> datetime | None:
@@ -82,7 +82,7 @@ _gin_stamps = st.one_of(
        st.randoms(use_true_random=False))
 def test_gin_time_is_the_obvious_parse(steps: list[tuple[str, int | None]], rnd: Any) -> None:
     """The parser reuses a minute's parse for its other seconds; every answer equals a fresh parse."""
-    from parsers.ollama import OllamaParser
+    from parsers.ollama.log import OllamaParser
 
     parser = OllamaParser()
     for stamp, minutes in steps:
@@ -122,7 +122,7 @@ _slog_minute_runs = st.lists(
 def test_slog_time_of_the_parser_is_the_obvious_parse(texts: list[str]) -> None:
     """The parser adds a table's seconds and milliseconds to a minute it read before; every answer, and the
     offset it leaves learnt, equals a fresh parse of the whole text."""
-    from parsers.ollama import OllamaParser
+    from parsers.ollama.log import OllamaParser
 
     parser = OllamaParser()
     offset: timedelta | None = None
@@ -140,7 +140,7 @@ def test_slog_time_of_the_parser_is_the_obvious_parse(texts: list[str]) -> None:
 def test_epoch_is_timestamp(naive: datetime, minutes: int | None, shared_zone: bool) -> None:
     """epoch() subtracts a per-zone epoch for the parsers' shared zone objects; the same seconds as
     timestamp() (or, naive, as UTC), for those and for any other zone object."""
-    from parsers.gofmt import epoch, zone
+    from parsers.ollama.gofmt import epoch, zone
 
     if minutes is None:
         assert epoch(naive) == naive.replace(tzinfo=timezone.utc).timestamp()
@@ -154,7 +154,7 @@ def test_epoch_is_timestamp(naive: datetime, minutes: int | None, shared_zone: b
 def test_gin_minute_is_not_reused_under_another_offset() -> None:
     """Found by the test above: a stamp read in full without a seconds field (`00:00.00`) moved the offset
     the minute was checked against, and the next second of the minute came back naive."""
-    from parsers.ollama import OllamaParser
+    from parsers.ollama.log import OllamaParser
 
     parser = OllamaParser()
     for stamp, offset in [("2000/01/01 - 00:00:00", None), ("2000/01/01 - 00:00.00", timedelta(0)),

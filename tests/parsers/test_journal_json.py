@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from parsers.journal_json import journal_record
+from parsers.text.journal_json import journal_record
 
 BASE = {
     "__CURSOR": "s=5c6e0d1f2a3b4c5d6e7f8091a2b3c4d5;i=1a2b;b=0f1e2d3c4b5a69788796a5b4c3d2e1f0;m=2b1c3d4e;t=61a1b2c3d4e5f;x=9f8e7d6c5b4a3921",

@@ -8,7 +8,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers.llamacpp import _json_value
+from parsers.ollama.llamacpp import _json_value
 
 
 def obvious(raw: str) -> object:

@@ -17,8 +17,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from parsers import events as ev
-from parsers.framing import split_lines
-from parsers.mlx import MlxParser
+from parsers.mlx.log import MlxParser
+from parsers.text.framing import split_lines
 
 TS = "2026-11-29 15:47:49,581"
 T0 = datetime(2026, 11, 29, 15, 47, 49, 581000)

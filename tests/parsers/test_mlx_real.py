@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from parsers import events as ev
-from parsers.framing import split_lines
-from parsers.mlx import MlxParser
+from parsers.mlx.log import MlxParser
+from parsers.text.framing import split_lines
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "mlx"
 REAL = ("debug", "info-no-hf-cache")

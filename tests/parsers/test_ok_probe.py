@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ietop.model.records import is_inference
-from parsers.envelope import strip_envelope
 from parsers.events import HttpAccess
-from parsers.ollama import OllamaParser
+from parsers.ollama.log import OllamaParser
+from parsers.text.envelope import strip_envelope
 
 ROOT = Path(__file__).resolve().parents[2]
 OLLAMA_FIXTURES = sorted((ROOT / "fixtures" / "ollama").glob("*.log"))

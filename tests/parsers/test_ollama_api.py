@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from parsers.api_events import OllamaResidency, ResidentModel
-from parsers.engine_api import ollama_ps, ollama_version, rfc3339
+from parsers.api.engine_api import ollama_ps, ollama_version, rfc3339
+from parsers.api.events import OllamaResidency, ResidentModel
 from parsers.events import EngineStatus
 
 API = Path(__file__).resolve().parents[2] / "fixtures" / "ollama" / "api"

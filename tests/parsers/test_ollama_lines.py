@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parsers import events as ev
-from parsers.ollama import OllamaParser, era_of_version
+from parsers.ollama.log import OllamaParser, era_of_version
 
 CASES: list[tuple[str, str, type[ev.Event], dict[str, Any]]] = [
     ("gin-ns (ref)", '[GIN] 2024/10/08 - 20:16:09 | 200 |       812ns |             ::1 | GET      "/"',
@@ -134,7 +134,7 @@ def test_runner_command_without_quotes_splits_as_shlex_does(cmd: str) -> None:
     """Runner command lines without quotes skip shlex (slow, char by char in Python): same flags either way."""
     import shlex
 
-    from parsers.ollama_msgs import _SHELL_SPACE_RE
+    from parsers.ollama.messages import _SHELL_SPACE_RE
 
     stripped = cmd.strip(" \t\r\n")
     assert (_SHELL_SPACE_RE.split(stripped) if stripped else []) == shlex.split(cmd, posix=False)
@@ -150,7 +150,7 @@ _RAW_FRAGMENTS = ["out of memory", "Out Of Memory", "cudaMalloc failed", "hipMal
 @given(st.lists(st.one_of(st.sampled_from(_RAW_FRAGMENTS), st.text(max_size=5)), max_size=6).map("".join))
 def test_raw_line_prefilter_words_are_in_every_match(text: str) -> None:
     """parse_raw_line() runs the OOM and crash regexes only when their words are in the line."""
-    from parsers.llamacpp import _CRASH_RE, _OOM_RE
+    from parsers.ollama.llamacpp import _CRASH_RE, _OOM_RE
 
     if _OOM_RE.search(text):
         assert "memory" in text.lower() or "alloc" in text.lower()

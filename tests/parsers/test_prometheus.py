@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summary, generate_latest
 
 from parsers.events import MetricSample, Scrape
-from parsers.prometheus import ScrapeError, parse_scrape, parse_scrape_counted
-from parsers.vllm_metrics import COUNTERS, GAUGES, HISTOGRAMS, canonical, is_renamed, split_suffix
+from parsers.vllm.metrics import COUNTERS, GAUGES, HISTOGRAMS, canonical, is_renamed, split_suffix
+from parsers.vllm.prometheus import ScrapeError, parse_scrape, parse_scrape_counted
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "vllm" / "metrics"
 TS = datetime(2026, 11, 29, 15, 51, 58, tzinfo=timezone.utc)

@@ -1,4 +1,4 @@
-"""Where the last server run begins (parsers.runs): on real logs of each engine, each one's own first lines.
+"""Where the last server run begins (parsers.text.runs): on real logs of each engine, each one's own first lines.
 
 Two runs are made by writing a real log twice, one after the other, as an appended log file holds a restart."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from parsers.runs import RUN_OPENING_SPAN, last_run_start
+from parsers.text.runs import RUN_OPENING_SPAN, last_run_start
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = {

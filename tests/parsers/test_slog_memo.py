@@ -12,9 +12,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers.envelope import strip_envelope
-from parsers.memo import MAX_KEY_LEN
-from parsers.ollama import OllamaParser
+from parsers.ollama.log import OllamaParser
+from parsers.text.envelope import strip_envelope
+from parsers.text.memo import MAX_KEY_LEN
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -21,8 +21,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from parsers.api.stream import MALFORMED, StreamMeter, is_inference_path
 from parsers.events import ProxyRequest
-from parsers.stream import MALFORMED, StreamMeter, is_inference_path
 
 STREAMS = Path(__file__).resolve().parents[2] / "fixtures" / "streams"
 FIXTURES = sorted(p.stem for p in STREAMS.glob("*.json"))

@@ -9,13 +9,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers import llamacpp
 from parsers.detect import detect_engine
-from parsers.envelope import strip_envelope
 from parsers.events import Event, Unparsed
-from parsers.framing import split_lines
-from parsers.gofmt import parse_attrs, parse_go_duration
-from parsers.ollama import OllamaParser
+from parsers.ollama.gofmt import parse_attrs, parse_go_duration
+from parsers.ollama.log import OllamaParser, llamacpp
+from parsers.text.envelope import strip_envelope
+from parsers.text.framing import split_lines
 
 FRAGMENTS = [
     "time=2025-02-28T01:25:01.793+01:00 ", "level=INFO ", "level=DEBUG ", "source=sched.go:1 ", 'msg="',

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parsers import events as ev
-from parsers.vllm import VllmParser
+from parsers.vllm.log import VllmParser
 
 T0 = datetime(2026, 11, 29, 15, 51, 55)
 

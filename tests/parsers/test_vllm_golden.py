@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from parsers import events as ev
-from parsers.envelope import strip_envelope
-from parsers.framing import split_lines
-from parsers.vllm import VllmParser
+from parsers.text.envelope import strip_envelope
+from parsers.text.framing import split_lines
+from parsers.vllm.log import VllmParser
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "vllm"
 SAMPLES = sorted(p.name for p in FIX.glob("0*.txt"))

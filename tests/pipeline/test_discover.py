@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ietop.discover import ollama_log, ollama_url, parse_log_arg, plan
+from ietop.pipeline.discover import ollama_log, ollama_url, parse_log_arg, plan
 
 
 @pytest.mark.parametrize(("value", "url"), [

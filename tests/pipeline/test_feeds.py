@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from ietop.clock import ReplayClock
-from ietop.feeds import READ_BYTES, Batch, CommandFeed, Evidence, ReplayFeed, TailFeed, TailParse
 from ietop.model.live import LiveView
 from ietop.model.store import ListSink, Store
-from ietop.pipeline import run_files
+from ietop.pipeline.clock import ReplayClock
+from ietop.pipeline.feeds import READ_BYTES, Batch, CommandFeed, Evidence, ReplayFeed, TailFeed, TailParse
+from ietop.pipeline.ingest import run_files
 from ietop.sources.procs import MAX_BATCH, CommandLines, StdinLines
 from parsers.events import AccessCount, HttpAccess
 

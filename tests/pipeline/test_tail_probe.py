@@ -17,10 +17,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ietop.feeds import Evidence, TailParse
 from ietop.model.live import LiveView
 from ietop.model.records import is_inference
 from ietop.model.store import ListSink, Store
+from ietop.pipeline.feeds import Evidence, TailParse
 from parsers.events import AccessCount, HttpAccess
 
 ROOT = Path(__file__).resolve().parents[2]

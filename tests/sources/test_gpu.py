@@ -16,7 +16,8 @@ from typing import Any
 import pynvml
 import pytest
 
-from ietop.sources.gpu import GpuProcess, GpuSample, Nvml
+from ietop.sources.gpu import Nvml
+from ietop.sources.samples import GpuProcess, GpuSample
 
 NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED
 ROOT = Path(__file__).resolve().parents[2]

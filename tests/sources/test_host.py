@@ -19,7 +19,8 @@ from typing import NamedTuple
 import pytest
 
 from ietop.sources import host
-from ietop.sources.host import HostMemory, ProcessSample, find_processes, host_memory, sample_process
+from ietop.sources.host import ProcessSample, find_processes, host_memory, sample_process
+from ietop.sources.samples import HostMemory
 
 CHILD = """
 import socket, sys

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 
 from ietop.model.store import Store
-from ietop.pipeline import apply_poll
+from ietop.pipeline.polling import apply_poll
 from ietop.sources.http import Poller, PollResult, get
 
 API = Path(__file__).resolve().parents[2] / "fixtures" / "ollama" / "api"

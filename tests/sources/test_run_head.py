@@ -11,9 +11,9 @@ import threading
 import time
 from pathlib import Path
 
-from ietop.feeds import Batch, Evidence, TailFeed
+from ietop.pipeline.feeds import Batch, Evidence, TailFeed
+from ietop.pipeline.setup import new_store
 from ietop.sources.run_head import count_lines, run_head
-from ietop.tui.run import new_store
 from tests.tui.support import INCIDENT, ROOT
 
 VLLM = [line + b"\n" for line in (ROOT / "fixtures" / "vllm" / "real-served-name-server.log").read_bytes()

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from ietop.sources.tailer import FileTailer
-from parsers.framing import Line
+from parsers.text.framing import Line
 
 MakeTailer = Callable[..., FileTailer]
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-from ietop.feeds import READ_BACK_BYTES, Batch, Evidence, TailFeed
+from ietop.pipeline.feeds import READ_BACK_BYTES, Batch, Evidence, TailFeed
+from ietop.pipeline.setup import new_store
 from ietop.sources.tailer import FileTailer
-from ietop.tui.run import new_store
-from parsers.runs import last_run_start
+from parsers.text.runs import last_run_start
 from tests.tui.support import INCIDENT
 
 RUN = INCIDENT.read_bytes()

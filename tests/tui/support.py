@@ -8,8 +8,8 @@ from pathlib import Path
 
 from textual.pilot import Pilot
 
+from ietop.pipeline.setup import new_store
 from ietop.tui.app import IetopApp, Setup
-from ietop.tui.run import new_store
 from parsers.events import HttpAccess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +60,7 @@ the 5-minute window. Snapshots and the README's screenshots are taken here."""
 
 
 def moment() -> float:
-    from ietop.pipeline import parse_time_arg
+    from ietop.pipeline.ingest import parse_time_arg
 
     return parse_time_arg(MOMENT)
 

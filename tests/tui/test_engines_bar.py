@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from ietop.pipeline import apply_poll
-from ietop.tui.run import new_store
+from ietop.pipeline.polling import apply_poll
+from ietop.pipeline.setup import new_store
 from ietop.tui.widgets.engines import header_text
 from tests.tui.support import ROOT
 

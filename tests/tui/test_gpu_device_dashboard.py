@@ -13,7 +13,7 @@ import pytest
 from rich.console import Group
 from rich.text import Text
 
-from ietop.discover import Plan
+from ietop.pipeline.discover import Plan
 from ietop.tui.format import size
 from ietop.tui.run import live_app
 from ietop.tui.widgets.memory import MemoryPanel

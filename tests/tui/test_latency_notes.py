@@ -8,8 +8,8 @@ Logs: fixtures/ollama/039 (Ollama 0.7, macOS, three chats as GIN access lines on
 
 from __future__ import annotations
 
-from ietop.pipeline import run_files
-from ietop.tui.run import new_store
+from ietop.pipeline.ingest import run_files
+from ietop.pipeline.setup import new_store
 from ietop.tui.widgets.latency import latency_notes
 from tests.tui.support import INCIDENT, ROOT
 

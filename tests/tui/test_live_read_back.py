@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ietop.discover import plan
+from ietop.pipeline.discover import plan
 from ietop.tui.run import live_app
 from tests.tui.support import ROOT
 

@@ -13,12 +13,12 @@ import pytest
 from rich.console import Group
 from rich.text import Text
 
-from ietop.discover import plan
-from ietop.sources.gpu import GpuProcess, GpuSample
-from ietop.sources.host import HostMemory
+from ietop.pipeline.discover import plan
+from ietop.pipeline.hardware import EngineProcess, Hardware
+from ietop.sources.samples import GpuProcess, GpuSample, HostMemory
 from ietop.tui.app import HardwareSampled
 from ietop.tui.run import live_app, replay_app
-from ietop.tui.widgets.memory import EngineProcess, Hardware, MemoryPanel
+from ietop.tui.widgets.memory import MemoryPanel
 from tests.tui.support import INCIDENT, ROOT, moment, replay_settled
 
 GIB = 1 << 30
@@ -121,7 +121,7 @@ async def test_a_new_sample_lays_the_screen_out_again_only_when_the_panel_may_ch
     ("ietop/demo/incident.log", "2026-11-28T14:03:45Z", "Ollama: poll /api/ps, or OLLAMA_DEBUG logs"),
 ])
 async def test_unknown_sizes_say_where_they_would_come_from(log: str, until: str | None, advice: str) -> None:
-    from ietop.pipeline import parse_time_arg
+    from ietop.pipeline.ingest import parse_time_arg
 
     app = replay_app([str(ROOT / log)], 0, until=parse_time_arg(until) if until else None)
     async with app.run_test(size=(160, 48)) as pilot:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from ietop.feeds import Batch
+from ietop.pipeline.feeds import Batch
 from ietop.tui.app import EventsBatch
 from ietop.tui.pacing import BURST_ITEMS, BURST_SHARE, REDRAW_SHARE, RedrawPacer
 from tests.tui.support import bare_app, chat

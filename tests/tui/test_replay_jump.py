@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import threading
 
-from ietop.clock import ReplayClock
-from ietop.feeds import Batch, ReplayFeed
+from ietop.pipeline.clock import ReplayClock
+from ietop.pipeline.feeds import Batch, ReplayFeed
+from ietop.pipeline.setup import new_store
 from ietop.tui.app import IetopApp
-from ietop.tui.run import new_store, replay_app
+from ietop.tui.run import replay_app
 from ietop.tui.widgets.events import EventsTable
 from tests.tui.support import INCIDENT, until
 

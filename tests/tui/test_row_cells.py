@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ietop.feeds import Evidence, TailParse
 from ietop.model.snapshot import ResidentRow
-from ietop.tui.run import new_store
+from ietop.pipeline.feeds import Evidence, TailParse
+from ietop.pipeline.setup import new_store
 from ietop.tui.widgets.requests import request_cells
 from ietop.tui.widgets.residency import since_process_start
 from tests.tui.support import ROOT

@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 
 from ietop.model.snapshot import Snapshot
-from ietop.pipeline import run_files
-from ietop.tui.run import new_store
+from ietop.pipeline.ingest import run_files
+from ietop.pipeline.setup import new_store
 from ietop.tui.screens.timeline import MIN_LANE, WIDTH, _Fitted
 from tests.tui.support import INCIDENT
 

@@ -6,45 +6,14 @@ fit in what this device has?"""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
 from ietop.model.snapshot import Snapshot
+from ietop.pipeline.hardware import Hardware
 from ietop.tui.format import bar, clean, clock, size
-
-if TYPE_CHECKING:  # psutil and NVML load in the sampling worker, not before the first frame
-    from ietop.sources.gpu import GpuSample
-    from ietop.sources.host import HostMemory
-
-
-@dataclass(frozen=True, slots=True)
-class EngineProcess:
-    """An engine's server process on this host (found by its listening port)."""
-
-    engine: str
-    pid: int
-    rss_bytes: int | None
-    cpu_percent: float | None
-    started: float | None
-    """Process start time (epoch seconds): the engine's real uptime."""
-
-
-@dataclass(frozen=True, slots=True)
-class Hardware:
-    """What the sampling worker last saw (posted to the app, shown here)."""
-
-    host: HostMemory | None
-    gpus: tuple[GpuSample, ...]
-    gpu_note: str | None
-    """Why there is no GPU data ("no NVIDIA GPU: …"), or None."""
-    engine_pids: dict[int, str]
-    """pid → engine, for naming GPU processes."""
-    wired_limit: int | None = None
-    engines: tuple[EngineProcess, ...] = ()
 
 
 def _na(value: object, unit: str) -> str:

@@ -42,6 +42,9 @@ class Usage(Event):
     cached_tokens: int | None
     model: str | None = None
     finish_reason: str | None = None
+    path: str | None = None
+    """The endpoint the response's `object` belongs to (`chat.completion` → `/v1/chat/completions`,
+    `text_completion` → `/v1/completions`)."""
 
 
 @dataclass(slots=True)

@@ -299,6 +299,9 @@ class RequestBody(Event):
     model: str | None
     stream: bool | None
     max_tokens: int | None
+    path: str | None = None
+    """The endpoint the body's shape belongs to: `messages` → `/v1/chat/completions`, `prompt` →
+    `/v1/completions` (the access line of the same request names it)."""
 
 
 @dataclass(slots=True)

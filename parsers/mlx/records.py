@@ -117,6 +117,11 @@ def _prompt_text(body: dict[str, Any]) -> str:
     return "\n".join(p for p in pieces if p)
 
 
+CHAT_PATH = "/v1/chat/completions"
+COMPLETIONS_PATH = "/v1/completions"
+_OBJECT_PATHS = {"chat.completion": CHAT_PATH, "text_completion": COMPLETIONS_PATH}
+
+
 def request_events(line: int, ts: datetime | None, body: Any) -> list[Event]:
     """What a logged request body asks for. Not an object (0.31.2+ rejects those) → nothing."""
     if not isinstance(body, dict):
@@ -125,8 +130,10 @@ def request_events(line: int, ts: datetime | None, body: Any) -> list[Event]:
     max_tokens = _int(body.get("max_tokens"))
     if max_tokens is None:
         max_tokens = _int(body.get("max_completion_tokens"))
+    path = CHAT_PATH if "messages" in body else COMPLETIONS_PATH if "prompt" in body else None
     events: list[Event] = [
-        RequestBody(line, ts, _model(body.get("model")), stream if isinstance(stream, bool) else None, max_tokens)
+        RequestBody(line, ts, _model(body.get("model")), stream if isinstance(stream, bool) else None, max_tokens,
+                    path)
     ]
     text = _prompt_text(body)
     if text:
@@ -151,8 +158,10 @@ def response_events(line: int, ts: datetime | None, body: Any) -> tuple[list[Eve
         finish = reason if isinstance(reason, str) else None
     fingerprint = body.get("system_fingerprint")
     fm = _FINGERPRINT_RE.match(fingerprint) if isinstance(fingerprint, str) else None
+    kind = body.get("object")
+    path = _OBJECT_PATHS.get(kind) if isinstance(kind, str) else None
     event = Usage(line, ts, _int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens")), cached,
-                  _model(body.get("model")), finish)
+                  _model(body.get("model")), finish, path)
     return [event], fm.group(1) if fm is not None else None
 
 

@@ -65,6 +65,12 @@ def e2e_timings() -> dict[str, float]:
 
 
 @pytest.fixture(scope="session")
+def e2e_notes() -> list[str]:
+    """Lines printed in the summary (the overlap scores: what was stated, how much was wrong)."""
+    return _NOTES
+
+
+@pytest.fixture(scope="session")
 def mlx_env(e2e_timings: dict[str, float]) -> MlxEnv:
     env = timed_build(e2e_timings, "venv", ensure_mlx_env, lambda exc: _skip_or_fail("building the mlx venv", exc))
     _NOTES.append(f"mlx venv {env.root} ({'built now' if env.built_now else 'cached'}): "

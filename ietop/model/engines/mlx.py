@@ -33,6 +33,9 @@ RSS_STEP_MIN = 64 << 20
 RSS_STEP_FRACTION = 0.25
 """An RSS change at least this large (bytes, and fraction of the RSS) is weights coming or going."""
 RSS_STEP_WINDOW_S = 10.0
+SILENT_STEPS = 3.0
+"""A running stream writes a token every generation step (its mean inter-token gap); silent for this many steps
+before a new request was admitted, it had ended."""
 MIN_LOAD_S = 0.02
 """Loading even a 1 MB model takes longer: a "switch" admitted faster was the resident model under
 another name (mlx_lm ≥ 0.27 does not reload `--model`'s path named explicitly)."""
@@ -47,6 +50,7 @@ class _Arrival:
     stream: bool | None
     load: Load | None = None
     max_tokens: int | None = None
+    path: str | None = None
 
 
 @dataclass(slots=True)
@@ -70,6 +74,21 @@ class _Episode:
     facts: dict[str, object] = field(default_factory=dict)
 
 
+def _same_path(path: str | None, arrival: _Arrival | None) -> bool:
+    """Could a line naming `path` be this arrival's? Unknown on either side (INFO has no bodies) allows it."""
+    return path is None or arrival is None or arrival.path is None or arrival.path == path
+
+
+@dataclass(slots=True)
+class _Group:
+    """Admitted requests whose progress lines cannot be told apart (admitted together, no id)."""
+
+    members: list[_Episode] = field(default_factory=list)
+    totals: dict[int, int] = field(default_factory=dict)
+    """Denominator → how many of its `N/N` lines were seen."""
+    finished: int = 0
+
+
 class MlxTracker:
     """Per-source state for one mlx_lm.server log."""
 
@@ -87,14 +106,16 @@ class MlxTracker:
         self._unbound_episodes: deque[_Episode] = deque()
         self._unbound_access: deque[Request] = deque()
         self._order: deque[tuple[Request, _Episode | None]] = deque()
-        self._stray_tokens = False
         self._last_rss: int | None = None
+        self._group = _Group()
+        self._last_token_t: float | None = None
+        self._step_s: float | None = None
 
     # -- events --------------------------------------------------------------------------------
     def body(self, t: float, event: ev.RequestBody, ref: Ref) -> None:
         self.debug = True
-        self._close_idle_streams(t)
-        arrival = _Arrival(t, event.ts, ref, event.model or DEFAULT_MODEL, event.stream, max_tokens=event.max_tokens)
+        arrival = _Arrival(t, event.ts, ref, event.model or DEFAULT_MODEL, event.stream, max_tokens=event.max_tokens,
+                           path=event.path)
         pending_model = self._arrivals[-1].model if self._arrivals else self.resident
         if arrival.model != pending_model:
             load = Load(event.ts, t, "mlx", ref, model=arrival.model, runner="mlx_lm.server")
@@ -108,8 +129,10 @@ class MlxTracker:
         if arrival is not None and arrival.load is not None:
             self._switch(arrival, t, ref)
         self._episodes.append(episode)
-        if self._unbound_access:
-            self._bind(self._unbound_access.popleft(), episode)
+        waiting = next((r for r in self._unbound_access if _same_path(r.path, arrival)), None)
+        if waiting is not None:
+            self._unbound_access.remove(waiting)
+            self._bind(waiting, episode)
         else:
             self._unbound_episodes.append(episode)
 
@@ -128,8 +151,10 @@ class MlxTracker:
                     failed.load.t_end = req.t_end
                     self.loads.record(failed.load)
             self._order.append((req, None))
-        elif self._unbound_episodes:
-            episode = self._unbound_episodes.popleft()
+        elif (episode := next((e for e in self._unbound_episodes if _same_path(req.path, e.arrival)), None)):
+            # Handlers admitted in the same millisecond write their access lines in either order: an access line
+            # goes to the earliest admitted request whose body was for its endpoint, not simply to the earliest.
+            self._unbound_episodes.remove(episode)
             self._bind(req, episode)
         else:
             self._unbound_access.append(req)
@@ -137,43 +162,78 @@ class MlxTracker:
         self._drain()
 
     def progress(self, t: float, event: ev.PrefillProgress) -> None:
-        total = event.total
+        total, n = event.total, event.n_tokens
         if total is None:
             return
-        open_eps = [e for e in self._episodes if e.prefill_done_t is None and not e.done]
-        matches = [e for e in open_eps if e.total == total and e.last_p <= event.n_tokens]
+        group = self._group
+        if group.members and total in group.totals:
+            self._group_line(t, total, n)
+            return
+        open_eps = [e for e in self._episodes if e.prefill_done_t is None and not e.done and e not in group.members]
+        matches = [e for e in open_eps if e.total == total and e.last_p <= n]
         unset = [e for e in open_eps if e.total is None]
-        if len(matches) == 1 and not (unset and matches[0].last_p == event.n_tokens):
+        undeclared = len(group.members) > len(group.totals)
+        """A member of the group has not shown its denominator yet: this line may be its first."""
+        if len(matches) == 1 and not (unset and matches[0].last_p == n) and not undeclared:
             episode = matches[0]
-        elif not matches and unset:
+        elif not matches and len(unset) == 1 and not undeclared:
             episode = unset[0]
         else:
-            # Two requests with the same uncached size: both prefill N tokens, but whose line this is
-            # cannot be told. N itself is still certain for each of them.
+            # Which of several admitted requests this line belongs to cannot be told from the log (no id;
+            # admission order is not evidence of it): they become one group whose lines are counted together.
             self.unattributed_progress += 1
-            if event.n_tokens == total:
-                for e in matches:
-                    e.facts["prefill_tokens"] = total
+            for e in matches + unset:
+                if e not in group.members:
+                    group.members.append(e)
+            self._group_line(t, total, n)
             return
         episode.total = total
-        episode.last_p = event.n_tokens
+        episode.last_p = n
         episode.last_t = t
         episode.facts["prefill_tokens"] = total
-        if event.n_tokens >= total:
-            episode.prefill_done_t = t
-            if not self.debug:
-                self._finish(episode, None)
+        if n >= total:
+            self._prefill_done(episode, t)
+
+    def _group_line(self, t: float, total: int, n: int) -> None:
+        """A progress line of the group: once every member has written its last (`N/N`), all have prefilled;
+        each one's size is known only if they all had the same."""
+        group = self._group
+        group.totals.setdefault(total, 0)
+        for e in group.members:
+            e.last_t = t
+        if n < total:
+            return
+        group.totals[total] += 1
+        group.finished += 1
+        if group.finished < len(group.members):
+            return
+        sizes = set(group.totals)
+        members, self._group = group.members, _Group()
+        for e in members:
+            if len(sizes) == 1:
+                e.facts["prefill_tokens"] = total
+            e.tokens_ambiguous = True  # their first tokens follow prefills that cannot be told apart
+            self._prefill_done(e, t)
+
+    def _prefill_done(self, e: _Episode, t: float) -> None:
+        e.prefill_done_t = t
+        if not self.debug:
+            self._finish(e, None)
+        else:
+            self._end_silent_streams(e)
 
     def token(self, t: float) -> None:
         self.debug = True
+        last = self._last_token_t
+        if last is not None and 0 < t - last < 1.0:
+            # The engine's step, from consecutive token lines: what a silence is measured in when a request's
+            # own token lines cannot be told apart (a mean over recent gaps; a pause between requests is excluded).
+            self._step_s = t - last if self._step_s is None else 0.8 * self._step_s + 0.2 * (t - last)
+        self._last_token_t = t
         generating = [e for e in self._episodes if e.prefill_done_t is not None and not e.done]
-        if not generating:
-            # A stream we closed at a new arrival is still producing: tokens cannot be told apart
-            # until the log goes quiet again.
-            self._stray_tokens = True
-        if self._stray_tokens:
-            for e in generating:
-                e.tokens_ambiguous = True
+        if self._group.finished:
+            # A member of a group has prefilled, but which one is unknown: it may be generating already.
+            generating += self._group.members
         if len(generating) != 1:
             self.unattributed_tokens += 1
             for e in generating:
@@ -185,16 +245,32 @@ class MlxTracker:
         e.first_token_t = e.first_token_t if e.first_token_t is not None else t
         e.last_token_t = t
         e.last_t = t
+        if e.arrival is not None and e.arrival.stream and self._full(e):
+            # All the tokens it asked for: a stream can write no more (no usage line follows a stream's).
+            self._finish(e, t)
 
     def usage(self, t: float, event: ev.Usage) -> None:
         self.debug = True
-        candidates = [e for e in self._episodes if not e.done and e.prefill_done_t is not None]
-        if len(candidates) > 1 and event.prompt_tokens is not None:
-            uncached = event.prompt_tokens - (event.cached_tokens or 0)
-            candidates = [e for e in candidates if e.total == uncached]
+        candidates = [e for e in self._episodes if not e.done and e.prefill_done_t is not None
+                      and self._usage_fits(e, event)]
         if len(candidates) == 1:
             candidates[0].usage = event
             self._finish(candidates[0], t)
+
+    @staticmethod
+    def _usage_fits(e: _Episode, event: ev.Usage) -> bool:
+        """Could this usage block be this request's? mlx_lm logs `Outgoing Response` for non-stream requests
+        only; its counts must match what the log already says of the request."""
+        arrival, out = e.arrival, event.completion_tokens
+        if arrival is not None and (arrival.stream or (arrival.max_tokens and out is not None
+                                                       and out > arrival.max_tokens)):
+            return False
+        if event.path is not None and not _same_path(event.path, arrival):
+            return False
+        if (event.prompt_tokens is not None and e.total is not None
+                and event.prompt_tokens - (event.cached_tokens or 0) != e.total):
+            return False
+        return not (not e.tokens_ambiguous and e.tokens and out is not None and e.tokens != out)
 
     def rss(self, t: float, rss_bytes: int) -> None:
         """A sample of the server process RSS. A step is a load or an unload of weights: confirm a
@@ -282,13 +358,26 @@ class MlxTracker:
         else:
             self._order = deque((r, episode if r is req else e) for r, e in self._order)
 
-    def _close_idle_streams(self, t: float) -> None:
-        """A new arrival ends the streams that were generating before it (a stream has no end line).
-        If one was in fact still running, its next tokens arrive with no generating request, which
-        marks the following requests' token facts as ambiguous (see `token`)."""
-        self._stray_tokens = False
-        for e in [e for e in self._episodes if e.prefill_done_t is not None and not e.done]:
-            self._finish(e, e.last_token_t if not e.tokens_ambiguous else None)
+    def _end_silent_streams(self, started: _Episode) -> None:
+        """`started` begins generating: from now on a token line could be its or another open request's. A running
+        sequence gets one token per generation step until a new request is admitted, so one that wrote no token
+        from before `started` arrived until it was admitted, for several steps, had already ended. A request whose
+        own tokens are known ends at its last one; one whose token lines were shared (ambiguous) is judged by the
+        last token line of all, and ends with its end unknown. The others stay open, and the token lines they
+        could own count for none of them."""
+        arrival = started.arrival
+        if arrival is None:
+            return
+        # Only requests that were generating before it arrived: one that began with it has written nothing yet.
+        for e in [e for e in self._episodes if e is not started and e.prefill_done_t is not None
+                  and e.prefill_done_t < arrival.t and not e.done]:
+            own = not e.tokens_ambiguous and e.tokens >= 2 and e.first_token_t is not None
+            last = e.last_token_t if not e.tokens_ambiguous else self._last_token_t
+            if last is None or last >= arrival.t:
+                continue
+            step = (last - e.first_token_t) / (e.tokens - 1) if own and e.first_token_t is not None else self._step_s
+            if step is not None and started.admitted_t - last >= SILENT_STEPS * step:
+                self._finish(e, last if not e.tokens_ambiguous else None)
 
     def _finish(self, e: _Episode, end_t: float | None) -> None:
         if e.done:

@@ -23,10 +23,15 @@ from parsers import events as ev
 MAX_PENDING_FACTS = 4096
 
 
+CITED = frozenset({"prompt_tokens", "cached_tokens", "prefill_tokens", "output_tokens", "ttft_s", "itl_s"})
+"""The facts a request cites a line for (the others here are flags and labels)."""
+
+
 @dataclass(slots=True)
 class _Fact:
     t: float
     data: dict[str, Any] = field(default_factory=dict)
+    refs: dict[str, Ref] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -34,6 +39,8 @@ class _Task:
     ref: Ref
     t: float
     data: dict[str, Any] = field(default_factory=dict)
+    refs: dict[str, Ref] = field(default_factory=dict)
+    """Timing kind (`prompt`, `eval`) → its line."""
 
 
 def _iso(ts: datetime | None) -> str | None:
@@ -67,6 +74,8 @@ class RequestFacts:
             facts.popleft()
             for key, value in fact.data.items():
                 setattr(req, key, value)
+                if key in fact.refs:
+                    req.cite(key, fact.refs[key])
             return
 
     def arrival(self, src: int, t: float, model: str) -> None:
@@ -90,15 +99,19 @@ class RequestFacts:
             return model
         return None
 
-    def push(self, src: int, t: float, data: dict[str, Any], merge_with_truncation: bool) -> None:
+    def push(self, src: int, t: float, data: dict[str, Any], merge_with_truncation: bool,
+             refs: dict[str, Ref]) -> None:
+        """`refs`: the line each fact of `data` rests on."""
         facts = self._facts.setdefault(src, deque())
         if merge_with_truncation and facts and facts[-1].data.get("truncated") and t - facts[-1].t <= 2.0:
-            last = facts[-1].data
+            last = facts[-1]
             for key, value in data.items():
-                if key not in ("prompt_tokens", "prompt_tokens_source") or "prompt_tokens" not in last:
-                    last[key] = value
+                if key not in ("prompt_tokens", "prompt_tokens_source") or "prompt_tokens" not in last.data:
+                    last.data[key] = value
+                    if key in refs:
+                        last.refs[key] = refs[key]
             return
-        facts.append(_Fact(t, data))
+        facts.append(_Fact(t, data, {k: r for k, r in refs.items() if k in data}))
         while len(facts) > MAX_PENDING_FACTS:
             facts.popleft()
 
@@ -116,7 +129,7 @@ class RequestFacts:
         if event.prompt is not None:
             data["prompt_tokens"] = event.prompt
             data["prompt_tokens_source"] = "truncation"
-        self.push(src, t, data, merge_with_truncation=False)
+        self.push(src, t, data, merge_with_truncation=False, refs={"prompt_tokens": ref})
 
     def task_event(self, src: int, t: float, event: ev.Event, ref: Ref) -> None:
         tasks = self._tasks.setdefault(src, {})
@@ -124,7 +137,8 @@ class RequestFacts:
             self.push(src, t, {
                 "prompt_tokens": event.prompt, "prompt_tokens_source": "log",
                 "cached_tokens": event.used, "prefill_tokens": event.remaining,
-            }, merge_with_truncation=True)
+            }, merge_with_truncation=True, refs=dict.fromkeys(("prompt_tokens", "cached_tokens", "prefill_tokens"),
+                                                               ref))
             self.sink("task", Simple("task", {
                 "time": _iso(event.ts), "slot": event.slot, "task": None, "prompt_tokens": event.prompt,
                 "cached_tokens": event.used, "prefill_tokens": event.remaining,
@@ -157,6 +171,7 @@ class RequestFacts:
                 {"n_tokens": event.n_tokens, "progress": event.progress, "t_s": event.t_s})
         elif isinstance(event, ev.Timing):
             name = "prompt_eval" if event.kind == "prompt" else event.kind
+            task.refs[name] = ref
             d[f"{name}_ms"] = event.ms
             d[f"{name}_tokens"] = event.tokens
             if event.kind == "total":
@@ -191,7 +206,11 @@ class RequestFacts:
         self.sink("task", Simple("task", d, task.ref))
         if not fact:
             return  # nothing learned (a lone release or slot line): no fact to hand to a request
-        self.push(src, task.t, fact, merge_with_truncation=True)
+        prompt_line = task.refs.get("prompt_eval", task.ref)
+        eval_line = task.refs.get("eval", task.ref)
+        refs = {"prompt_tokens": task.ref if prompt is not None else prompt_line, "prefill_tokens": prompt_line,
+                "cached_tokens": prompt_line, "ttft_s": prompt_line, "output_tokens": eval_line, "itl_s": eval_line}
+        self.push(src, task.t, fact, merge_with_truncation=True, refs=refs)
         done = self._done.setdefault(src, {})
         done[key] = fact
         while len(done) > 64:

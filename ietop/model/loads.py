@@ -174,6 +174,7 @@ class LoadTracker:
             if load.status == "ok":
                 req.cold_load = True
                 req.load_s = round(waited, 3)
+                req.cite("load_s", load.done_ref or load.ref)
                 if req.model is None:
                     req.model = load.model
             if gap < load.trigger_gap and t_start <= begin + TOL_S:

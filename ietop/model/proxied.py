@@ -15,6 +15,9 @@ PROXY_COLD_LOAD_S = 0.5
 """Ollama reports load_duration on every response; under this it is the warm-model bookkeeping."""
 
 
+STATED = ("prompt_tokens", "cached_tokens", "prefill_tokens", "output_tokens", "ttft_s", "itl_s", "load_s")
+
+
 def proxied_request(t: float, e: ProxyRequest, ref: Ref) -> tuple[Request, Simple | None]:
     """The request, and the error record when the exchange failed. `t` is when the request began."""
     e2e = e.e2e_s or 0.0
@@ -27,6 +30,8 @@ def proxied_request(t: float, e: ProxyRequest, ref: Ref) -> tuple[Request, Simpl
                   load_s=e.load_s, cold_load=bool(e.load_s and e.load_s >= PROXY_COLD_LOAD_S))
     if e.prompt_tokens is not None and e.cached_tokens is not None:
         req.prefill_tokens = e.prompt_tokens - e.cached_tokens
+    # Every number here is the proxy's own measurement of this one exchange: its record is the evidence.
+    req.evidence = dict.fromkeys(STATED, ref)
     error = None
     if e.error is not None:
         error = Simple("error", {"time": iso(e.ts), "kind": _error_kind(e.error), "message": f"proxy: {e.error}"},

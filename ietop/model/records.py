@@ -88,6 +88,30 @@ class Request:
     cold_load: bool = False
     load_s: float | None = None
     truncated: bool = False
+    evidence: dict[str, Ref] | None = None
+    """Fact name → the log line it rests on (None until a fact cites one: most requests are probes)."""
+    unknown: dict[str, str] | None = None
+    """Fact name → why it is null although the log speaks of it (e.g. its lines could be another request's)."""
+
+    def cite(self, fact: str, ref: Ref) -> None:
+        if self.evidence is None:
+            self.evidence = {}
+        self.evidence[fact] = ref
+        if self.unknown is not None:
+            self.unknown.pop(fact, None)
+
+    def unknown_because(self, fact: str, why: str) -> None:
+        if self.unknown is None:
+            self.unknown = {}
+        self.unknown[fact] = why
+
+    def facts_evidence(self) -> dict[str, Ref]:
+        """The line of every stated fact: what a fact cites, else, for the latency, the request's own access
+        line (Ollama's GIN and the proxy print it there)."""
+        cited = dict(self.evidence) if self.evidence else {}
+        if self.latency_s is not None and "latency_s" not in cited:
+            cited["latency_s"] = self.ref
+        return {k: v for k, v in cited.items() if getattr(self, k, None) is not None}
 
     def as_dict(self, paths: Sequence[str]) -> dict[str, Any]:
         return {
@@ -111,6 +135,8 @@ class Request:
             "load_s": self.load_s,
             "truncated": self.truncated,
             "source": {"path": paths[self.ref.src], "line": self.ref.line},
+            "facts_evidence": {k: {"path": paths[r.src], "line": r.line} for k, r in self.facts_evidence().items()},
+            "unknown": dict(self.unknown) if self.unknown else {},
         }
 
     def json_line(self, paths: Sequence[str]) -> str:
@@ -123,8 +149,22 @@ class Request:
             f'"prefill_tokens":{_js(self.prefill_tokens)},"cached_tokens":{_js(self.cached_tokens)},'
             f'"output_tokens":{_js(self.output_tokens)},"ttft_s":{_js(self.ttft_s)},"itl_s":{_js(self.itl_s)},'
             f'"cold_load":{_js(self.cold_load)},"load_s":{_js(self.load_s)},"truncated":{_js(self.truncated)},'
-            f'"source":{{"path":{_js(paths[self.ref.src])},"line":{self.ref.line}}}}}'
+            f'"source":{{"path":{_js(paths[self.ref.src])},"line":{self.ref.line}}},'
+            f'"facts_evidence":{self._evidence_json(paths)},"unknown":{self._unknown_json()}}}'
         )
+
+    def _evidence_json(self, paths: Sequence[str]) -> str:
+        if self.evidence is None:  # most requests, probes above all: at most the access line's latency
+            if self.latency_s is None:
+                return "{}"
+            return f'{{"latency_s":{{"path":{_js(paths[self.ref.src])},"line":{self.ref.line}}}}}'
+        return "{" + ",".join(f'{_js(k)}:{{"path":{_js(paths[r.src])},"line":{r.line}}}'
+                              for k, r in self.facts_evidence().items()) + "}"
+
+    def _unknown_json(self) -> str:
+        if not self.unknown:
+            return "{}"
+        return "{" + ",".join(f"{_js(k)}:{_js(v)}" for k, v in self.unknown.items()) + "}"
 
 
 def _js(value: object) -> str:

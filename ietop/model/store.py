@@ -252,7 +252,7 @@ class Store:
         elif isinstance(event, ev.StartupFact) and src in self._vllm:
             self._vllm[src].startup(event, ref)
         elif isinstance(event, ev.RequestLogged) and src in self._vllm:
-            self._vllm[src].request_logged(t, event)
+            self._vllm[src].request_logged(t, event, ref)
         elif isinstance(event, ev.Preemption) and src in self._vllm:
             self._count("preemptions")
             self._vllm[src].preemption(t, event, ref)
@@ -270,11 +270,11 @@ class Store:
             mlx.admission(t, event, ref)
             self.settings.observe("prompt_cache_sequences", event.sequences, ref)
         elif isinstance(event, ev.PrefillProgress):
-            mlx.progress(t, event)
+            mlx.progress(t, event, ref)
         elif isinstance(event, ev.TokenDelta):
-            mlx.token(t)
+            mlx.token(t, ref)
         elif isinstance(event, ev.Usage):
-            mlx.usage(t, event)
+            mlx.usage(t, event, ref)
 
     def apply_poll(self, t: float, event: ev.EngineStatus | ev.ModelList | ev.Scrape | OllamaResidency) -> None:
         """An answer from polling an engine endpoint (not tied to a log source)."""

@@ -72,6 +72,10 @@ class _Episode:
     last_t: float = 0.0
     done: bool = False
     facts: dict[str, object] = field(default_factory=dict)
+    refs: dict[str, Ref] = field(default_factory=dict)
+    """The line each fact rests on: `prefill` (its `N/N`), `first`/`last` token, `usage`."""
+    why: dict[str, str] = field(default_factory=dict)
+    """Why a fact the log speaks of stays unknown for this request."""
 
 
 def _same_path(path: str | None, arrival: _Arrival | None) -> bool:
@@ -161,13 +165,13 @@ class MlxTracker:
             self._order.append((req, None))
         self._drain()
 
-    def progress(self, t: float, event: ev.PrefillProgress) -> None:
+    def progress(self, t: float, event: ev.PrefillProgress, ref: Ref) -> None:
         total, n = event.total, event.n_tokens
         if total is None:
             return
         group = self._group
         if group.members and total in group.totals:
-            self._group_line(t, total, n)
+            self._group_line(t, total, n, ref)
             return
         open_eps = [e for e in self._episodes if e.prefill_done_t is None and not e.done and e not in group.members]
         matches = [e for e in open_eps if e.total == total and e.last_p <= n]
@@ -185,16 +189,17 @@ class MlxTracker:
             for e in matches + unset:
                 if e not in group.members:
                     group.members.append(e)
-            self._group_line(t, total, n)
+            self._group_line(t, total, n, ref)
             return
         episode.total = total
         episode.last_p = n
         episode.last_t = t
         episode.facts["prefill_tokens"] = total
         if n >= total:
+            episode.refs["prefill"] = ref
             self._prefill_done(episode, t)
 
-    def _group_line(self, t: float, total: int, n: int) -> None:
+    def _group_line(self, t: float, total: int, n: int, ref: Ref) -> None:
         """A progress line of the group: once every member has written its last (`N/N`), all have prefilled;
         each one's size is known only if they all had the same."""
         group = self._group
@@ -212,6 +217,10 @@ class MlxTracker:
         for e in members:
             if len(sizes) == 1:
                 e.facts["prefill_tokens"] = total
+                e.refs["prefill"] = ref
+            else:
+                e.why["prefill_tokens"] = (f"ambiguous: admitted with {len(members) - 1} other request(s) whose "
+                                           "progress lines carry no id")
             e.tokens_ambiguous = True  # their first tokens follow prefills that cannot be told apart
             self._prefill_done(e, t)
 
@@ -222,7 +231,7 @@ class MlxTracker:
         else:
             self._end_silent_streams(e)
 
-    def token(self, t: float) -> None:
+    def token(self, t: float, ref: Ref) -> None:
         self.debug = True
         last = self._last_token_t
         if last is not None and 0 < t - last < 1.0:
@@ -242,20 +251,28 @@ class MlxTracker:
             return
         e = generating[0]
         e.tokens += 1
-        e.first_token_t = e.first_token_t if e.first_token_t is not None else t
+        if e.first_token_t is None:
+            e.first_token_t = t
+            e.refs["first"] = ref
         e.last_token_t = t
+        e.refs["last"] = ref
         e.last_t = t
         if e.arrival is not None and e.arrival.stream and self._full(e):
             # All the tokens it asked for: a stream can write no more (no usage line follows a stream's).
             self._finish(e, t)
 
-    def usage(self, t: float, event: ev.Usage) -> None:
+    def usage(self, t: float, event: ev.Usage, ref: Ref) -> None:
         self.debug = True
         candidates = [e for e in self._episodes if not e.done and e.prefill_done_t is not None
                       and self._usage_fits(e, event)]
         if len(candidates) == 1:
             candidates[0].usage = event
+            candidates[0].refs["usage"] = ref
             self._finish(candidates[0], t)
+        else:
+            for e in candidates:
+                e.why["prompt_tokens"] = (f"ambiguous: a usage block (line {ref.line}) fits {len(candidates)} "
+                                          "open requests")
 
     @staticmethod
     def _usage_fits(e: _Episode, event: ev.Usage) -> bool:
@@ -350,6 +367,7 @@ class MlxTracker:
             if arrival.load is not None and arrival.load.status == "ok":
                 req.cold_load = True
                 req.load_s = arrival.load.duration_s
+                req.cite("load_s", arrival.load.done_ref or arrival.load.ref)
                 arrival.load.trigger = req
         elif not self.debug:
             req.model = None
@@ -395,22 +413,55 @@ class MlxTracker:
     def _apply(self, req: Request, e: _Episode) -> None:
         n = e.facts.get("prefill_tokens")
         req.prefill_tokens = n if isinstance(n, int) else None
-        arrival_t = e.arrival.t if e.arrival is not None else None
+        refs = e.refs
+        if req.prefill_tokens is not None and "prefill" in refs:
+            req.cite("prefill_tokens", refs["prefill"])
+        arrival = e.arrival
+        arrival_t = arrival.t if arrival is not None else None
         if e.usage is not None:
             req.prompt_tokens = e.usage.prompt_tokens
             req.prompt_tokens_source = "log"
             req.cached_tokens = e.usage.cached_tokens
             req.output_tokens = e.usage.completion_tokens
+            for fact in ("prompt_tokens", "cached_tokens", "output_tokens"):
+                req.cite(fact, refs["usage"])
         elif not e.tokens_ambiguous and e.tokens and e.end_t is not None:
             req.output_tokens = e.tokens
+            req.cite("output_tokens", refs["last"])
         if req.prompt_tokens is not None and req.prefill_tokens is not None and req.cached_tokens is None:
             req.cached_tokens = max(0, req.prompt_tokens - req.prefill_tokens)
+            req.cite("cached_tokens", refs["usage"])
         if not e.tokens_ambiguous and e.first_token_t is not None and arrival_t is not None:
             req.ttft_s = round(e.first_token_t - arrival_t, 6)
+            req.cite("ttft_s", refs["first"])
             if e.tokens >= 2 and e.last_token_t is not None:
                 req.itl_s = round((e.last_token_t - e.first_token_t) / (e.tokens - 1), 6)
+                req.cite("itl_s", refs["last"])
         if e.end_t is not None and arrival_t is not None and not e.tokens_ambiguous:
             req.latency_s = round(e.end_t - arrival_t, 6)
+            req.cite("latency_s", refs.get("usage") or refs["last"])
+        self._say_why(req, e)
+
+    def _say_why(self, req: Request, e: _Episode) -> None:
+        """Why each fact the log could have given stays null (shown beside the fact, and in `--json`)."""
+        for fact, why in e.why.items():
+            if getattr(req, fact) is None:
+                req.unknown_because(fact, why)
+        if not self.debug:
+            for fact in ("prompt_tokens", "output_tokens", "ttft_s", "latency_s"):
+                req.unknown_because(fact, "not logged at INFO (DEBUG logs bodies, tokens and usage)")
+            return
+        shared = "ambiguous: its token lines could be another open request's"
+        if e.tokens_ambiguous:
+            for fact in ("output_tokens", "ttft_s", "itl_s", "latency_s"):
+                if getattr(req, fact) is None:
+                    req.unknown_because(fact, shared)
+        elif req.latency_s is None:
+            req.unknown_because("latency_s", "its end is not in the log (a stream's last token was never seen)")
+        if req.prompt_tokens is None and "prompt_tokens" not in e.why:
+            stream = e.arrival is not None and e.arrival.stream
+            req.unknown_because("prompt_tokens", "not logged for a stream (mlx_lm logs the usage of non-stream "
+                                "responses only)" if stream else "no usage block could be this request's")
 
     def _drain(self, force: bool = False) -> None:
         """Emit requests in access-line order as soon as the head is final."""

@@ -47,7 +47,7 @@ class VllmTracker:
         if e.key != "max_model_len":
             self.settings.observe(e.key, e.value, ref)
 
-    def request_logged(self, t: float, e: ev.RequestLogged) -> None:
+    def request_logged(self, t: float, e: ev.RequestLogged, ref: Ref) -> None:
         # `received` (≤ 0.11.1, INFO) and `details` (DEBUG) may both carry the token ids: count once.
         # /tokenize calls are logged like requests but never reach the access log as inference.
         if e.prompt_tokens is None or e.request_id in self._prompt_seen or e.request_id.startswith("tokenize-"):
@@ -56,7 +56,7 @@ class VllmTracker:
         if len(self._prompt_seen) > 65536:
             self._prompt_seen.clear()
         self.facts.push(self.src, t, {"prompt_tokens": e.prompt_tokens, "prompt_tokens_source": "log"},
-                        merge_with_truncation=False)
+                        merge_with_truncation=False, refs={"prompt_tokens": ref})
 
     def preemption(self, t: float, e: ev.Preemption, ref: Ref) -> None:
         self.sink("preemption", Simple("preemption", {

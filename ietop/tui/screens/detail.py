@@ -43,23 +43,53 @@ def _facts(pairs: Sequence[tuple[str, object]]) -> Table:
     return table
 
 
+NUMBERS = (("prompt tokens", "prompt_tokens"), ("cached", "cached_tokens"), ("prefilled", "prefill_tokens"),
+           ("output tokens", "output_tokens"), ("load wait", "load_s"), ("TTFT", "ttft_s"), ("ITL", "itl_s"),
+           ("total", "latency_s"))
+"""The per-request numbers, each shown with the line it rests on or why it is unknown."""
+
+
+def _value(req: Request, attr: str) -> str:
+    value = getattr(req, attr)
+    if value is None:
+        return "unknown"
+    if attr == "prompt_tokens":
+        return f"{value} (from {req.prompt_tokens_source or '?'})"
+    return secs(value) if attr.endswith("_s") else str(value)
+
+
+def _numbers(req: Request, lookup: Lookup) -> Table:
+    cited = req.facts_evidence()
+    unknown = req.unknown or {}
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(no_wrap=True)
+    table.add_column()
+    for label, attr in NUMBERS:
+        ref = cited.get(attr)
+        if ref is not None:
+            where = Text(f"{clean(lookup(ref)[0])}:{ref.line}", style="cyan")
+        elif attr in unknown:
+            where = Text("unknown: ", style="dim") + safe(unknown[attr], "dim")
+        else:
+            where = Text("not in the log", style="dim") if getattr(req, attr) is None else Text("")
+        table.add_row(label, _value(req, attr), where)
+    return table
+
+
 def request_view(req: Request, lookup: Lookup, model: str | None = None) -> RenderableType:
-    """`model`: the request's model by name, where the log named its blob later."""
+    """`model`: the request's model by name, where the log named its blob later. Each number cites its line."""
     facts = _facts([
         ("time", req.time.isoformat() if req.time else "—"), ("engine", req.engine),
         ("model", model or req.model or "unknown (no line named it)"),
         ("request", f"{req.method} {req.path}"), ("status", req.status), ("client", req.client or "—"),
-        ("prompt tokens", "unknown" if req.prompt_tokens is None else
-         f"{req.prompt_tokens} (from {req.prompt_tokens_source or '?'})"),
-        ("cached / prefilled", f"{req.cached_tokens if req.cached_tokens is not None else '—'} / "
-                               f"{req.prefill_tokens if req.prefill_tokens is not None else '—'}"),
         ("truncated", "yes — the model did not see the whole prompt" if req.truncated else "no"),
-        ("output tokens", "unknown" if req.output_tokens is None else req.output_tokens),
-        ("waited for a load", f"yes, {secs(req.load_s)}" if req.cold_load else "no"),
-        ("TTFT", secs(req.ttft_s)), ("ITL", secs(req.itl_s)), ("total", secs(req.latency_s)),
+        ("waited for a load", "yes" if req.cold_load else "no"),
     ])
-    return Group(Text("Request", style="bold underline"), facts, Text(""), Text("Evidence", style="bold underline"),
-                 evidence_block((req.ref,), lookup))
+    lines = [req.ref, *sorted(set(req.facts_evidence().values()) - {req.ref}, key=lambda r: (r.src, r.line))]
+    return Group(Text("Request", style="bold underline"), facts, Text(""),
+                 Text("Numbers, and the line each rests on", style="bold underline"), _numbers(req, lookup), Text(""),
+                 Text("Evidence", style="bold underline"), evidence_block(lines, lookup))
 
 
 def hint_view(hint: Hint, lookup: Lookup) -> RenderableType:

@@ -36,6 +36,8 @@ class Digest:
     first: datetime | None = None
     last: datetime | None = None
     cold: int = 0
+    cold_unknown: int = 0
+    """Inference requests whether they waited for a load cannot be known (MLX at INFO)."""
     truncated: int = 0
     seq: int = 0
 
@@ -50,7 +52,8 @@ class Digest:
             self.last = req.time
         if not req.inference:
             return
-        self.cold += req.cold_load
+        self.cold += bool(req.cold_load)
+        self.cold_unknown += req.cold_load is None
         self.truncated += req.truncated
         lat = req.latency_s
         if lat is not None:

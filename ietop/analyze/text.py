@@ -90,8 +90,10 @@ def _summary(an: Analysis) -> RenderableType:
                           f'{s["lines"]} lines, {s["unparsed_lines"]} unparsed'))
     inference = an.store.counts.get("inference_requests", 0)
     lines.append(Text(f'Window: {d.first_time or "?"} → {d.last_time or "?"}'))
+    cold = str(d.cold) if not d.cold_unknown else (
+        f"{d.cold}, unknown for {d.cold_unknown} (no switch is logged at INFO)")
     lines.append(Text(f'Requests: {c["request"]} ({inference} inference), '
-                      f'cold loads waited on: {d.cold}, truncated: {d.truncated}'))
+                      f'cold loads waited on: {cold}, truncated: {d.truncated}'))
     lines.append(Text(f'Loads: {c["load"]}, unloads/evictions: {c["unload"]}, '
                       f'truncations: {c["truncation"]}, errors: {c["error"]}'))
     if d.statuses:

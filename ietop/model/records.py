@@ -85,7 +85,8 @@ class Request:
     output_tokens: int | None = None
     ttft_s: float | None = None
     itl_s: float | None = None
-    cold_load: bool = False
+    cold_load: bool | None = False
+    """Waited for a model load; None when that cannot be known (MLX at INFO logs no model switch)."""
     load_s: float | None = None
     truncated: bool = False
     evidence: dict[str, Ref] | None = None
@@ -209,6 +210,8 @@ class Load:
     done_ref: Ref | None = None
     begin_known: bool = True
     rss_step: int | None = None
+    failure: str | None = None
+    """Why it failed, where the log says (`model not found`: an MLX switch answered 404)."""
 
     @property
     def ok(self) -> bool:
@@ -232,6 +235,7 @@ class Load:
             "available": self.available,
             "runner": self.runner,
             "rss_step_bytes": self.rss_step,
+            "failure": self.failure,
             "queued_requests": self.waiters,
             "trigger_request": None
             if trig is None
@@ -249,6 +253,9 @@ class Load:
         }
 
 
+EVICTION_REASONS = frozenset({"evicted", "switched"})
+
+
 @dataclass(slots=True)
 class Unload:
     time: datetime | None
@@ -263,6 +270,12 @@ class Unload:
     evidence: list[Ref] = field(default_factory=list)
     server_stopped: bool = False
     """Its server stopped (the JSON reason stays `unknown`: the contract has no word for it)."""
+
+    @property
+    def is_eviction(self) -> bool:
+        """Made room for another model: the one definition the Residency, Timeline and hints all count. An MLX
+        `switch_failed` is not one (the failed load dropped the model; nothing took its place)."""
+        return self.reason in EVICTION_REASONS
 
     def as_dict(self, paths: Sequence[str]) -> dict[str, Any]:
         return {

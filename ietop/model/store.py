@@ -306,7 +306,21 @@ class Store:
             st.version = detail[len("version "):]  # kept: the next poll of another path replaces the detail
         if state != st.state:
             st.since = t
+            if event.engine == "mlx":
+                self._mlx_reachable(t, event, state, detail)
         st.state, st.detail = state, detail
+
+    def _mlx_reachable(self, t: float, event: ev.EngineStatus, state: str, detail: str) -> None:
+        """A refused `/health` is a stopped server: what it held is gone (a timeout may be a busy one). Which log
+        is that server's is known only while one MLX endpoint is watched."""
+        if sum(1 for e in self.engines.values() if e.engine == "mlx") != 1:
+            return
+        for src, mlx in self._mlx.items():
+            if state == "down" and detail == "refused" and mlx.state != "down":
+                mlx.server_down(t)
+                self.loads.server_gone(src, t, event.ts, Ref(src, 0), "mlx")
+            elif state == "up" and mlx.state == "down":
+                mlx.server_up()
 
     # -- requests ------------------------------------------------------------------------------
     def _request(self, src: int, t: float, event: ev.HttpAccess, engine: str) -> None:

@@ -98,6 +98,7 @@ _UNLOAD_TEXT = {
     "expired": ("expire", "{m} expired (keep-alive)"),
     "switched": ("switch", "{m} unloaded: switched to {f}"),
     "crashed": ("crash", "{m} lost: runner crashed"),
+    "switch_failed": ("unload", "{m} dropped: the switch to {f} failed"),
 }
 
 
@@ -195,7 +196,7 @@ def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload]
             last_ok[key] = ld
             n_ok[key] = n_ok.get(key, 0) + 1
     for u in unloads:
-        if u.model and u.reason == "evicted":
+        if u.model and u.is_eviction:
             key = _short(canon(u.model))
             n_evicted[key] = n_evicted.get(key, 0) + 1
 
@@ -249,7 +250,7 @@ def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload]
                                 loaded_since=since, loads=n, evictions=ev,
                                 last_load_s=last.duration_s if last else None, ref=last.ref if last else None))
     for src, model, state in store.mlx_processes():
-        if _short(model) in seen or state == "dead":
+        if not model or _short(model) in seen or state in ("dead", "down"):
             continue
         seen.add(_short(model))
         name = model if model != "default" else f"default model ({_short(store.sources[src].path)})"

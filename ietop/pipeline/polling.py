@@ -20,9 +20,13 @@ ProcessSamples = list[tuple[int, float, int | None, bool]]
 PATHS = {
     "ollama": (("version", "/api/version"), ("ps", "/api/ps")),
     "vllm": (("models", "/v1/models"), ("metrics", "/metrics")),
-    "mlx": (("health", "/health"), ("models", "/v1/models")),
+    # Not MLX's /v1/models: mlx_lm (0.32, server.py handle_models_request) answers it by scanning the Hugging
+    # Face cache, and where there is none it logs a CacheNotFound traceback each time, an error ietop's own
+    # poll would put in the log every few seconds. What it lists is the cache, not the loaded model, anyway.
+    "mlx": (("health", "/health"),),
 }
-"""What is polled per engine: never an endpoint that loads a model (see reference/ollama-api.md)."""
+"""What is polled per engine: never an endpoint that loads a model (see reference/ollama-api.md), and never one
+whose answer makes the engine log an error."""
 SAMPLE_S = 2.0
 
 

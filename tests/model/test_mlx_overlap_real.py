@@ -46,3 +46,16 @@ def test_info_run_states_no_wrong_fact() -> None:
     s = _score("seed2026-info", ("prefill_tokens",))
     assert s.wrong == 0, "\n".join(s.problems)
     assert s.stated > 0
+
+
+def test_info_cannot_say_whether_a_request_waited_for_a_load() -> None:
+    # At INFO no body names a model, so a switch leaves no line: "waited for a load: no" would be a guess.
+    sink = ListSink()
+    store = Store(sink)
+    live = LiveLog(store, str(OVERLAP / "seed2026-info-server.log"), "mlx")
+    live.pump()
+    live.close()
+    store.flush()
+    served = [r for r in sink.records["request"] if r.inference and r.status == 200]
+    assert served and all(r.cold_load is None for r in served)
+    assert all((r.unknown or {}).get("cold_load", "").startswith("not logged at INFO") for r in served)

@@ -23,6 +23,10 @@ from ietop.model.records import Load, Ref, Request
 from parsers import events as ev
 
 DEFAULT_MODEL = "default"
+NOTHING = ""
+"""No model loaded: after a switch that failed (mlx_lm had let go of the previous one)."""
+SWITCH_FAILED = "switch_failed"
+NOT_FOUND = "model not found"
 """The label of the model the server was started with (`--model`); the log never names it."""
 IDLE_FINALIZE_S = 60.0
 """A request with no new fact for this long is finished (streams have no end marker)."""
@@ -152,8 +156,12 @@ class MlxTracker:
                 # mlx_lm answers a model that cannot be loaded with 404; a 400 is a bad request.
                 if failed.load is not None and req.status == 404:
                     failed.load.status = "failed"
+                    # mlx_lm answers 404 when the name resolves to no model (no such path, repo or cache).
+                    failed.load.failure = NOT_FOUND
+                    failed.load.done_ref = req.ref
                     failed.load.t_end = req.t_end
                     self.loads.record(failed.load)
+                    self._dropped_by(failed)
             self._order.append((req, None))
         elif (episode := next((e for e in self._unbound_episodes if _same_path(req.path, e.arrival)), None)):
             # Handlers admitted in the same millisecond write their access lines in either order: an access line
@@ -312,6 +320,17 @@ class MlxTracker:
             self.resident = "unknown"
             self.loads.record(load)
 
+    def server_down(self, t: float) -> None:
+        """Its server stopped answering (connection refused): no model is loaded in a process that is gone."""
+        self.state = "down"
+        for e in list(self._episodes):
+            self._finish(e, None)
+
+    def server_up(self) -> None:
+        """It answers again: a new process, started with its `--model` (the log's next lines say more)."""
+        self.state = None
+        self.resident = DEFAULT_MODEL
+
     def engine_dead(self, t: float) -> None:
         self.state = "dead"
         for e in list(self._episodes):
@@ -344,14 +363,25 @@ class MlxTracker:
         self._drain(force=True)
 
     # -- internals -----------------------------------------------------------------------------
+    def _dropped_by(self, failed: _Arrival) -> None:
+        """mlx_lm lets go of its model before it loads another (ModelProvider.load), so a switch that failed
+        left nothing loaded: the model went when the failed load began, and the next request loads afresh."""
+        if self.resident:
+            u = self.loads.unload(self.src, failed.t, failed.ts, failed.ref, "mlx", SWITCH_FAILED, self.resident,
+                                  fold=False)
+            if u is not None:
+                u.for_model = failed.model
+        self.resident = NOTHING
+
     def _switch(self, arrival: _Arrival, t: float, ref: Ref) -> None:
         load = arrival.load
         assert load is not None
         if t - arrival.t < MIN_LOAD_S:
             arrival.load = None
             return
-        self.loads.unload(self.src, t, arrival.ts, arrival.ref, "mlx", "switched", self.resident, fold=False)
-        self.loads.set_for_model(self.src, arrival.model)
+        if self.resident:
+            self.loads.unload(self.src, t, arrival.ts, arrival.ref, "mlx", "switched", self.resident, fold=False)
+            self.loads.set_for_model(self.src, arrival.model)
         load.status = "ok"
         load.t_end = t
         load.duration_s = round(t - arrival.t, 3)
@@ -450,6 +480,9 @@ class MlxTracker:
         if not self.debug:
             for fact in ("prompt_tokens", "output_tokens", "ttft_s", "latency_s"):
                 req.unknown_because(fact, "not logged at INFO (DEBUG logs bodies, tokens and usage)")
+            # A switch is silent at INFO (no body names the model): a wait behind one is not "no wait".
+            req.cold_load = None
+            req.unknown_because("cold_load", "not logged at INFO: a model switch leaves no line without DEBUG")
             return
         shared = "ambiguous: its token lines could be another open request's"
         if e.tokens_ambiguous:

@@ -52,7 +52,7 @@ def cold_load_latency(s: _Seen, ctx: HintContext) -> Hint | None:
 
 
 def eviction_thrash(s: _Seen, ctx: HintContext) -> Hint | None:
-    evictions = [u for u in s.unloads if u.reason in ("evicted", "switched")]
+    evictions = [u for u in s.unloads if u.is_eviction]
     if not evictions:
         return None
     pingpong: list[tuple[Unload, Load]] = []
@@ -236,6 +236,14 @@ def load_failure(s: _Seen, ctx: HintContext) -> Hint | None:
     if not errs and not failed:
         return None
     errs.sort(key=lambda e: (e.ref.src, e.ref.line))
+    if not errs and all(ld.failure == "model not found" for ld in failed):
+        # Asked for a model the engine could not find: a name, not a memory problem.
+        names = ", ".join(sorted({ld.model or "?" for ld in failed}))
+        return Hint("load-failure", "warn", "A requested model was not found",
+                    f"{len(failed)} load(s) answered 404: model not found (name/path/hub): {names[:160]}",
+                    _refs(failed), ("model name or path misspelt", "not in the local cache and the hub is "
+                                    "unreachable or offline", "repo id does not exist"),
+                    "check the model name, the local path or the Hugging Face repo id (and HF_HUB_OFFLINE)")
     first = errs[0].data["message"] if errs else f"load of {failed[0].model or 'a model'} failed"
     # A failed load and the error line that failed it are one failure: count lines when there are any.
     counted = (f"{len(errs)} failure line(s) ({', '.join(sorted({e.data['kind'] for e in errs}))})" if errs

@@ -84,7 +84,8 @@ def request_view(req: Request, lookup: Lookup, model: str | None = None) -> Rend
         ("model", model or req.model or "unknown (no line named it)"),
         ("request", f"{req.method} {req.path}"), ("status", req.status), ("client", req.client or "—"),
         ("truncated", "yes — the model did not see the whole prompt" if req.truncated else "no"),
-        ("waited for a load", "yes" if req.cold_load else "no"),
+        ("waited for a load", "yes" if req.cold_load else "no" if req.cold_load is not None else
+         f"unknown: {(req.unknown or {}).get('cold_load', 'not in the log')}"),
     ])
     lines = [req.ref, *sorted(set(req.facts_evidence().values()) - {req.ref}, key=lambda r: (r.src, r.line))]
     return Group(Text("Request", style="bold underline"), facts, Text(""),

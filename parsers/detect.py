@@ -3,7 +3,8 @@
 Strong markers decide at once (vLLM's `INFO MM-DD hh:mm:ss [file.py:N]` envelope, mlx_lm's
 `YYYY-MM-DD hh:mm:ss,mmm - LEVEL -` records, Ollama's `[GIN]` and slog lines); otherwise the Ollama
 parser is tried and the log is Ollama's when it recognises enough of it (raw llama.cpp output pasted
-from an Ollama log has no Ollama-specific line at all).
+from an Ollama log has no Ollama-specific line at all). A paste with no envelope at all that names
+mlx_lm's own source files or MLX's Metal allocator is MLX's (a failure pasted from a traceback).
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ _VLLM_RE = re.compile(
 )
 _MLX_RE = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:,\d{3})? - (?:INFO|DEBUG|WARNING|ERROR) - ")
 _OLLAMA_STRONG = ("[GIN] ", "time=", "llama runner started", "llama-server started")
+# Only mlx_lm prints these: its own files (traceback frames, `…/mlx_lm/server.py:1894: UserWarning`) and
+# MLX's allocator error. Every engine's parser reads a bare Python traceback alike, so without them a
+# pasted MLX failure ties with vLLM, or Ollama wins on frame lines it skips.
+_MLX_MARK_RE = re.compile(r"\bmlx_lm[/\\][\w/\\]*\.py\b|\[metal::malloc\]")
 
 
 def detect_engine(lines: Iterable[str]) -> str | None:
@@ -41,6 +46,7 @@ def detect_engine(lines: Iterable[str]) -> str | None:
     score = dict.fromkeys(parsers, 0)
     known = dict.fromkeys(parsers, 0)  # lines recognised, with or without a fact: the tie-breaker
     total = 0
+    mlx_marks = 0
     for n, text in enumerate(lines, 1):
         if not text.strip():
             continue
@@ -51,6 +57,7 @@ def detect_engine(lines: Iterable[str]) -> str | None:
             return "mlx"
         if text.startswith(_OLLAMA_STRONG) and _facts(parsers["ollama"].parse(n, text)):
             return "ollama"
+        mlx_marks += _MLX_MARK_RE.search(text) is not None
         for name, parser in parsers.items():
             events = parser.parse(n, text)
             score[name] += _facts(events)
@@ -59,6 +66,9 @@ def detect_engine(lines: Iterable[str]) -> str | None:
         flush = getattr(parser, "flush", None)
         if flush is not None:  # a traceback becomes one fact only when it ends
             score[name] += _facts(flush())
+    if mlx_marks:
+        # Checked only here, once no line had an envelope: an envelope anywhere in the head decides first.
+        return "mlx"
     for table in (score, known):
         best = max(table.values(), default=0)
         winners = [name for name, value in table.items() if value == best]

@@ -44,7 +44,7 @@ def write_tables(an: Analysis, directory: str, fmt: str) -> list[str]:
     written: list[str] = []
     for table, kind in TABLES:
         path = os.path.join(directory, f"{table}.{fmt}")
-        spooled = an.spool.file(kind)
+        spooled = an.spool.named_file(kind)
         if spooled is not None and os.path.getsize(spooled) > 0:
             frame = _flatten(pl.read_ndjson(spooled, infer_schema_length=None))
         else:

@@ -108,6 +108,9 @@ class Analysis:
             self.spool.cleanup()
             raise
         self.spool.close_writers()
+        # Every output reads the records back through the spool: named by what the whole of the logs said,
+        # as the dashboard names them (ietop.model.names.resolve).
+        self.spool.aliases = self.store.loads.aliases
 
     def sources(self) -> list[dict[str, Any]]:
         return [

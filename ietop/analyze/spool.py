@@ -2,18 +2,26 @@
 
 Why: a multi-GB log has millions of requests; the report must list all of them but `analyze` must keep
 its memory flat in the size of the log. Records are serialized the moment the store finalizes them and
-read back, in order, only when the report is written.
+read back, in order, only when the report is written. Reading back is also when an Ollama blob gets its name:
+the line that names it can come after the record was spooled, even in another file.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from json.encoder import encode_basestring
 from typing import IO, Any
 
+from ietop.model.names import resolve
+
 KINDS = ("request", "load", "unload", "truncation", "error", "task", "prompt", "stats", "preemption", "hint")
+# A record's model fields as written here (`"model":"sha256-…"`, a load's trigger request's too). A quote
+# inside a JSON string is always escaped, so this never matches within a prompt or a message.
+_MODEL_FIELD_RE = re.compile(r'([{,]"(?:for_)?model":)("(?:[^"\\]|\\.)*")')
 
 
 class Spool:
@@ -26,6 +34,8 @@ class Spool:
         self.counts: dict[str, int] = dict.fromkeys(KINDS, 0)
         self.hooks: list[Callable[[str, Any], None]] = []
         self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        self.aliases: Mapping[str, str] = {}
+        """Blob → model name (the store's LoadTracker.aliases), applied as records are read back."""
 
     def __call__(self, kind: str, record: Any) -> None:
         for hook in self.hooks:
@@ -51,7 +61,21 @@ class Spool:
             return
         with open(path, encoding="utf-8") as f:
             for line in f:
-                yield line.rstrip("\n")
+                yield self._named(line.rstrip("\n"))
+
+    def _named(self, line: str) -> str:
+        """The line with each model field that holds a named blob replaced by the name (names.resolve)."""
+        aliases = self.aliases
+        # Few blobs get named, and most lines hold none of them: a substring test skips the regex.
+        if not aliases or not any(blob in line for blob in aliases):
+            return line
+
+        def name(m: re.Match[str]) -> str:
+            value = json.loads(m.group(2))
+            named = resolve(value, aliases)
+            return m.group(0) if named == value or named is None else m.group(1) + encode_basestring(named)
+
+        return _MODEL_FIELD_RE.sub(name, line)
 
     def records(self, kind: str) -> Iterator[dict[str, Any]]:
         for line in self.raw_lines(kind):
@@ -60,6 +84,19 @@ class Spool:
     def file(self, kind: str) -> str | None:
         path = os.path.join(self._dir.name, kind + ".jsonl")
         return path if os.path.exists(path) else None
+
+    def named_file(self, kind: str) -> str | None:
+        """`file(kind)` as `raw_lines` reads it back (models named): a copy, made once, when a blob was named."""
+        path = self.file(kind)
+        if path is None or not self.aliases:
+            return path
+        named = os.path.join(self._dir.name, kind + ".named.jsonl")
+        if not os.path.exists(named):
+            with open(named, "w", encoding="utf-8") as f:
+                for line in self.raw_lines(kind):
+                    f.write(line)
+                    f.write("\n")
+        return named
 
     def cleanup(self) -> None:
         self.close_writers()

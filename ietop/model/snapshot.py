@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ietop.model.hints import Hint
+from ietop.model.names import resolve
 from ietop.model.records import Ref, Request
 
 WINDOWS = (60.0, 300.0, 900.0)
@@ -138,4 +139,4 @@ class Snapshot:
     log_gpus: tuple[LogGpu, ...] = ()
 
     def model_name(self, model: str | None) -> str | None:
-        return self.aliases.get(model, model) if model else model
+        return resolve(model, self.aliases)

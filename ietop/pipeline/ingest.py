@@ -19,13 +19,17 @@ from typing import Protocol
 from ietop.model.store import Store
 from ietop.sources.files import SourceError, read_chunks
 from parsers.detect import detect_engine
-from parsers.events import Event, Scrape
+from parsers.events import Event, Scrape, Unparsed
 from parsers.ollama.gofmt import epoch
 from parsers.ollama.log import ERAS, OllamaParser
 from parsers.text.envelope import strip_envelope, strip_inner
 from parsers.text.framing import split_lines, split_texts
 
 DETECT_LINES = 200
+FORCED_MIN_LINES = 20
+FORCED_UNPARSED = 0.9
+"""`--engine X` on a log whose first non-blank lines X's parser leaves unparsed this often (of at least
+FORCED_MIN_LINES), while detection names another engine, is refused: see `_check_forced`."""
 SUPPORTED = ("ollama", "mlx", "vllm", "proxy")
 SCRAPE = "vllm-metrics"
 """A saved `/metrics` scrape: read whole (scrapes are kilobytes) and applied as one event."""
@@ -133,7 +137,23 @@ def sniff(path: str, engine: str | None = None) -> str:
         if engine not in SUPPORTED:
             raise FormatError(f"{path}: engine {engine!r} is not supported (supported: {', '.join(SUPPORTED)})")
         # --engine vllm also covers its saved /metrics scrapes, which are not logs.
-        return SCRAPE if engine == "vllm" and _looks_like_scrape(_head(path)) else engine
+        if engine == "vllm" and _looks_like_scrape(_head(path)):
+            return SCRAPE
+        _check_forced(path, engine)
+        return engine
+    head = _detect_head(path)
+    if not head:
+        raise FormatError(f"{path}: empty log, nothing to analyze")
+    found = _detect(head)
+    if found is None:
+        raise FormatError(f"{path}: unknown log format (not an Ollama, vLLM or MLX log); pass --engine to force one")
+    if found not in SUPPORTED and found != SCRAPE:
+        raise FormatError(f"{path}: looks like a {found} log, which analyze does not support")
+    return found
+
+
+def _detect_head(path: str) -> list[str]:
+    """The first DETECT_LINES non-blank inner lines, as detection reads them."""
     head: list[str] = []
     for line in split_lines(read_chunks(path, 1 << 16)):
         st = strip_envelope(line.text)
@@ -141,18 +161,40 @@ def sniff(path: str, engine: str | None = None) -> str:
             head.append(st.text)
         if len(head) >= DETECT_LINES:
             break
-    if not head:
-        raise FormatError(f"{path}: empty log, nothing to analyze")
+    return head
+
+
+def _detect(head: list[str]) -> str | None:
     if _looks_like_scrape(head):
         return SCRAPE
     if _looks_like_proxy_log(head):
         return "proxy"
-    found = detect_engine(head)
-    if found is None:
-        raise FormatError(f"{path}: unknown log format (not an Ollama, vLLM or MLX log); pass --engine to force one")
-    if found not in SUPPORTED:
-        raise FormatError(f"{path}: looks like a {found} log, which analyze does not support")
-    return found
+    return detect_engine(head)
+
+
+def _check_forced(path: str, engine: str) -> None:
+    """Refuse `--engine` onto another engine's log, before any work. Its parser would leave nearly every line
+    unparsed and the report would read like an idle server. Both conditions are needed: a log the user
+    forces because detection fails (or mixes other output in) is still read as asked."""
+    parser = make_parser(engine, file_year(path))
+    total = unparsed = 0
+    # Read as file_events reads it (envelopes stripped, their times passed on), so the count is the report's.
+    for n, raw in enumerate(chain.from_iterable(split_texts(read_chunks(path, 1 << 16))), 1):
+        text, _kind, env_ts = strip_inner(raw)
+        if not text.strip():
+            continue
+        total += 1
+        unparsed += any(type(e) is Unparsed for e in parser.parse(n, text, env_ts))
+        if total >= DETECT_LINES:
+            break
+    if total < FORCED_MIN_LINES or unparsed < FORCED_UNPARSED * total:
+        return
+    found = _detect(_detect_head(path))
+    if found is None or found == engine:
+        return
+    looks = "vllm" if found == SCRAPE else found  # a /metrics scrape is read with --engine vllm
+    raise FormatError(f"{path}: --engine {engine} left {unparsed} of the first {total} lines unparsed; "
+                      f"the log looks like {looks} (drop --engine, or pass --engine {looks})")
 
 
 def _head(path: str) -> list[str]:

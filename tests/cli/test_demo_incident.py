@@ -140,3 +140,32 @@ def test_hints(doc: dict[str, Any]) -> None:
     assert thrash["severity"] in ("warn", "crit")
     assert QWEN3 in thrash["detail"] and GEMMA3 in thrash["detail"]
     assert "load-failure" not in hints  # the only failed load was the client's abort
+
+
+def test_requests_are_named_like_the_dashboard_names_them(doc: dict[str, Any]) -> None:
+    # Three requests end before the scheduler's DEBUG line names their blob (`runner.name=…qwen3:8b` with
+    # `runner.model=…/sha256-ba060a8423d7…`): the report names them as the dashboard does, after the fact.
+    from ietop.pipeline.feeds import Evidence, TailParse
+    from ietop.pipeline.setup import new_store
+
+    models = [r["model"] for r in doc["requests"]]
+    assert not [m for m in models if m and m.startswith("sha256-")]
+    assert sorted(m for m in models if m) == sorted([QWEN3] * 14 + [GEMMA3] * 4)
+    store, view, _evidence = new_store()
+    store.apply_all(TailParse(store, str(INCIDENT), "ollama", Evidence()).parse(INCIDENT.read_text().splitlines()))
+    snap = view.snapshot(store.now, 10**6)
+    # The dashboard lists fewer requests (not the probes, which name no model); the named ones are the same.
+    named = [snap.model_name(r.model) for r in snap.requests]
+    assert sorted(m for m in named if m) == sorted(m for m in models if m)
+
+
+def test_csv_and_parquet_name_the_same_models(doc: dict[str, Any], tmp_path: Path) -> None:
+    import polars as pl
+
+    from ietop.cli import main
+
+    assert main(["analyze", str(INCIDENT), "--csv", str(tmp_path / "c"), "--parquet", str(tmp_path / "p")]) == 0
+    want = [r["model"] for r in doc["requests"]]
+    assert not [m for m in want if m and m.startswith("sha256-")]
+    assert pl.read_csv(tmp_path / "c" / "requests.csv")["model"].to_list() == want
+    assert pl.read_parquet(tmp_path / "p" / "requests.parquet")["model"].to_list() == want

@@ -118,6 +118,8 @@ class MlxTracker:
         self._group = _Group()
         self._last_token_t: float | None = None
         self._step_s: float | None = None
+        self._last_prefill_t = float("-inf")
+        """When the last prefill before now ended: the generation thread may give no tokens while prefilling."""
 
     # -- events --------------------------------------------------------------------------------
     def body(self, t: float, event: ev.RequestBody, ref: Ref) -> None:
@@ -238,6 +240,7 @@ class MlxTracker:
             self._finish(e, None)
         else:
             self._end_silent_streams(e)
+        self._last_prefill_t = max(self._last_prefill_t, t)
 
     def token(self, t: float, ref: Ref) -> None:
         self.debug = True
@@ -424,7 +427,9 @@ class MlxTracker:
             if last is None or last >= arrival.t:
                 continue
             step = (last - e.first_token_t) / (e.tokens - 1) if own and e.first_token_t is not None else self._step_s
-            if step is not None and started.admitted_t - last >= SILENT_STEPS * step:
+            # A prefill may hold every running sequence back: silence counts only after the last one.
+            quiet_since = max(last, self._last_prefill_t)
+            if step is not None and started.admitted_t - quiet_since >= SILENT_STEPS * step:
                 self._finish(e, last if not e.tokens_ambiguous else None)
 
     def _finish(self, e: _Episode, end_t: float | None) -> None:

@@ -32,6 +32,12 @@ class _Fact:
     t: float
     data: dict[str, Any] = field(default_factory=dict)
     refs: dict[str, Ref] = field(default_factory=dict)
+    task: bool = False
+    """From a runner task (llama-server, llama.cpp timings): every request those runners serve logs one."""
+    new: int | None = None
+    """A truncation's size after cutting: the task that runs the cut prompt logs it as its n_tokens."""
+    why: dict[str, str] = field(default_factory=dict)
+    """Facts this one cannot state for its request, and why."""
 
 
 @dataclass(slots=True)
@@ -60,10 +66,28 @@ class RequestFacts:
         self._done: dict[int, dict[int | None, dict[str, Any]]] = {}
         """Facts of tasks already finished by their `total` line, for the `release` line that follows."""
 
+    def slots(self) -> int | None:
+        """How many requests a runner serves at once: the effective parallel of the last load, else the
+        configured OLLAMA_NUM_PARALLEL; None when the log says neither."""
+        value = self.settings.effective.get("parallel")
+        if value is None:
+            value = self.settings.configured.get("num_parallel")
+        return value if isinstance(value, int) else None
+
     def enrich(self, src: int, req: Request, bounded: bool = True) -> None:
-        """Give a finished request the oldest per-request facts logged inside its lifetime (FIFO).
-        `bounded=False` when the access line gives no latency to bound the lifetime with."""
+        """Give a finished request the per-request facts logged inside its lifetime. `bounded=False` when the
+        access line gives no latency to bound the lifetime with.
+
+        One slot serves one request at a time, so facts and access lines keep one order: the oldest fact in
+        its lifetime is the request's (FIFO). With parallel slots, access lines come in completion order and
+        a line names no request: a fact is the request's only when it is a runner task's (each request has
+        exactly one, and it is pushed when the task ends, just before its access line) and the only one in
+        the request's lifetime. Anything else is ambiguous, and stays null with the reason."""
         facts = self._facts.get(src)
+        slots = self.slots()
+        if slots is not None and slots > 1 and bounded:
+            self._enrich_parallel(facts, req, slots)
+            return
         while facts:
             fact = facts[0]
             if bounded and fact.t < req.t_start - TOL_S:
@@ -72,11 +96,39 @@ class RequestFacts:
             if fact.t > req.t_end + TOL_S:
                 return
             facts.popleft()
-            for key, value in fact.data.items():
-                setattr(req, key, value)
-                if key in fact.refs:
-                    req.cite(key, fact.refs[key])
+            self._give(fact, req)
             return
+
+    @staticmethod
+    def _give(fact: _Fact, req: Request) -> None:
+        for key, value in fact.data.items():
+            setattr(req, key, value)
+            if key in fact.refs:
+                req.cite(key, fact.refs[key])
+        for key, why in fact.why.items():
+            req.unknown_because(key, why)
+
+    def _enrich_parallel(self, facts: deque[_Fact] | None, req: Request, slots: int) -> None:
+        if not facts:
+            return
+        inside = [f for f in facts if req.t_start - TOL_S <= f.t <= req.t_end + TOL_S]
+        if len(inside) == 1 and inside[0].task:
+            facts.remove(inside[0])
+            self._give(inside[0], req)
+            return
+        if not inside:
+            return
+        # A fact older than an earlier-started request's lifetime may still be that request's: kept, not
+        # dropped, until the queue's bound. What lies inside this lifetime belongs to no one provably.
+        why = (f"ambiguous: {slots} parallel slots and {len(inside)} request line(s) in its lifetime; "
+               "no line names its request" if len(inside) > 1 else
+               f"ambiguous: {slots} parallel slots; a truncation line names no request")
+        for fact in inside:
+            for key in fact.data:
+                if key in CITED and getattr(req, key) is None:
+                    req.unknown_because(key, why)
+            if len(inside) > 1 and fact.task:
+                facts.remove(fact)  # a task fact is pushed as its task ends: no later request can prove it either
 
     def arrival(self, src: int, t: float, model: str) -> None:
         arrivals = self._arrivals.setdefault(src, deque())
@@ -100,20 +152,48 @@ class RequestFacts:
         return None
 
     def push(self, src: int, t: float, data: dict[str, Any], merge_with_truncation: bool,
-             refs: dict[str, Ref]) -> None:
-        """`refs`: the line each fact of `data` rests on."""
+             refs: dict[str, Ref], *, task: bool = False, new: int | None = None) -> None:
+        """`refs`: the line each fact of `data` rests on. `task`: a runner task's fact; `new`: a truncation's
+        size after cutting."""
         facts = self._facts.setdefault(src, deque())
-        if merge_with_truncation and facts and facts[-1].data.get("truncated") and t - facts[-1].t <= 2.0:
-            last = facts[-1]
+        into = self._truncation_of(facts, t, data) if merge_with_truncation else None
+        if into is not None:
             for key, value in data.items():
-                if key not in ("prompt_tokens", "prompt_tokens_source") or "prompt_tokens" not in last.data:
-                    last.data[key] = value
+                if key not in ("prompt_tokens", "prompt_tokens_source") or "prompt_tokens" not in into.data:
+                    into.data[key] = value
                     if key in refs:
-                        last.refs[key] = refs[key]
+                        into.refs[key] = refs[key]
+            into.task = into.task or task
             return
-        facts.append(_Fact(t, data, {k: r for k, r in refs.items() if k in data}))
+        fact = _Fact(t, data, {k: r for k, r in refs.items() if k in data}, task, new)
+        if merge_with_truncation and self._maybe_cut(facts, t, data):
+            # Its n_tokens is the size after a cut, and which truncation was its cannot be told: the prompt's
+            # real size is not known, nor whether it was cut.
+            for key in ("prompt_tokens", "prompt_tokens_source", "cached_tokens"):
+                data.pop(key, None)
+            fact.why["prompt_tokens"] = ("ambiguous: several truncations cut prompts to its size at the time; no "
+                                         "line names its request")
+        facts.append(fact)
         while len(facts) > MAX_PENDING_FACTS:
             facts.popleft()
+
+    @staticmethod
+    def _maybe_cut(facts: deque[_Fact], t: float, data: dict[str, Any]) -> bool:
+        size = data.get("prompt_tokens")
+        return size is not None and any(f.data.get("truncated") and not f.task and f.new == size
+                                        and abs(t - f.t) <= 2.0 for f in facts)
+
+    def _truncation_of(self, facts: deque[_Fact], t: float, data: dict[str, Any]) -> _Fact | None:
+        """The truncation a task ran the cut prompt of: the one just before it. With parallel slots several
+        may be, and only the one whose size after cutting is the task's prompt can be told to be its."""
+        slots = self.slots()
+        if slots is None or slots <= 1:
+            last = facts[-1] if facts else None
+            return last if last is not None and last.data.get("truncated") and t - last.t <= 2.0 else None
+        size = data.get("prompt_tokens")
+        fits = [f for f in facts if f.data.get("truncated") and not f.task and abs(t - f.t) <= 2.0
+                and f.new is not None and f.new == size]
+        return fits[0] if len(fits) == 1 else None
 
     def truncation(self, src: int, t: float, event: ev.Truncation, ref: Ref) -> None:
         self.sink(
@@ -129,7 +209,7 @@ class RequestFacts:
         if event.prompt is not None:
             data["prompt_tokens"] = event.prompt
             data["prompt_tokens_source"] = "truncation"
-        self.push(src, t, data, merge_with_truncation=False, refs={"prompt_tokens": ref})
+        self.push(src, t, data, merge_with_truncation=False, refs={"prompt_tokens": ref}, new=event.new)
 
     def task_event(self, src: int, t: float, event: ev.Event, ref: Ref) -> None:
         tasks = self._tasks.setdefault(src, {})
@@ -138,7 +218,7 @@ class RequestFacts:
                 "prompt_tokens": event.prompt, "prompt_tokens_source": "log",
                 "cached_tokens": event.used, "prefill_tokens": event.remaining,
             }, merge_with_truncation=True, refs=dict.fromkeys(("prompt_tokens", "cached_tokens", "prefill_tokens"),
-                                                               ref))
+                                                               ref), task=True)
             self.sink("task", Simple("task", {
                 "time": _iso(event.ts), "slot": event.slot, "task": None, "prompt_tokens": event.prompt,
                 "cached_tokens": event.used, "prefill_tokens": event.remaining,
@@ -210,7 +290,7 @@ class RequestFacts:
         eval_line = task.refs.get("eval", task.ref)
         refs = {"prompt_tokens": task.ref if prompt is not None else prompt_line, "prefill_tokens": prompt_line,
                 "cached_tokens": prompt_line, "ttft_s": prompt_line, "output_tokens": eval_line, "itl_s": eval_line}
-        self.push(src, task.t, fact, merge_with_truncation=True, refs=refs)
+        self.push(src, task.t, fact, merge_with_truncation=True, refs=refs, task=True)
         done = self._done.setdefault(src, {})
         done[key] = fact
         while len(done) > 64:

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import IO, Any
 
 from ietop.analyze.spool import Spool
-from ietop.model.counters import Window
+from ietop.model.counters import Histograms, Window, since_start
 from ietop.model.hints import HintContext, HintEngine
 from ietop.model.records import Ref, Request, iso
 from ietop.model.store import SourcePaths, Store
@@ -150,16 +150,24 @@ class Analysis:
                                   "source": "requests"}
         if st.e2e.count == 0 and st.ttft.count == 0:
             # vLLM logs no per-request timing: the percentiles come from the scraped histograms.
-            for window in self.metrics():
-                hists = window["total"]["histograms"]
+            for window in self.windows():
+                hists, result["window"] = self._latency_histograms(window)
                 for key, name in (("e2e_s", "e2e"), ("ttft_s", "ttft"), ("itl_s", "itl")):
-                    h = hists.get(name)
-                    if h is not None and h["count"]:
-                        result[key] = {"count": h["count"], "p50": h["p50"], "p90": h["p90"], "p99": h["p99"],
-                                       "max": None, "mean": h["mean"]}
+                    h = getattr(hists, name)
+                    if h is not None and h.count:
+                        result[key] = {"count": h.count, "p50": h.p50, "p90": h.p90, "p99": h.p99,
+                                       "max": None, "mean": h.mean}
                 result["source"] = "metrics"
                 break
         return result
+
+    def _latency_histograms(self, window: Window) -> tuple[Histograms, str]:
+        """The window's histograms and what span they cover. One scrape has no baseline to difference
+        against, but its cumulative histograms still count every request since the server started."""
+        if window.start is not None:
+            return window.total.histograms, "between scrapes"
+        latest = self.store.metrics.latest(window.endpoint)
+        return (since_start(latest), "since start") if latest is not None else (window.total.histograms, "")
 
     def write_json(self, out: IO[str]) -> None:
         """Write the whole `ietop.analyze/1` document to `out`."""

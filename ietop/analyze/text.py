@@ -185,7 +185,9 @@ def _settings(an: Analysis) -> RenderableType:
 def _latency(an: Analysis) -> RenderableType:
     latency = an.latency()
     source = latency.pop("source", "requests")
-    title = "Latency (inference requests)" if source == "requests" else "Latency (from /metrics histograms)"
+    span = latency.pop("window", "")  # "since start" (one scrape: cumulative) or "between scrapes" (deltas)
+    title = ("Latency (inference requests)" if source == "requests"
+             else f"Latency from /metrics: {span}" if span else "Latency (from /metrics histograms)")
     t = _table(title, ["metric", "count", "p50", "p90", "p99", "max"])
     for name, summary in latency.items():
         t.add_row(Text(name), _t(summary["count"]), _t(summary["p50"]), _t(summary["p90"]),

@@ -194,6 +194,14 @@ def _engine_window(engine: str | None, hists: dict[str, dict[Labels, Histogram]]
     )
 
 
+def since_start(scrape: Scrape) -> Histograms:
+    """The histograms of one scrape as they stand, all engines summed: every observation since the server
+    (or the series) started. What a single saved scrape can tell, where a window needs two."""
+    index = index_scrape(scrape)
+    return Histograms(**{key: _stats(merge_histograms(index_histograms(index, base).values()))
+                         for key, base in HISTOGRAMS.items()})
+
+
 def _stats(hist: Histogram | None) -> HistogramStats | None:
     if hist is None:
         return None

@@ -110,7 +110,7 @@ class Store:
         if engine == "mlx":
             self._mlx[src] = MlxTracker(src, self.loads, self._finish_request)
         elif engine == "vllm":
-            self._vllm[src] = VllmTracker(src, self.sink, self.settings, self.facts)
+            self._vllm[src] = VllmTracker(src, self.sink, self.settings, self._finish_request)
         return src
 
     def _count(self, kind: str) -> None:
@@ -226,10 +226,14 @@ class Store:
             self._error(src, t, event, ref, engine)
         elif isinstance(event, ev.ServerStop):
             loads.server_gone(src, t, ts, ref, engine)
+            if (tracker := self._vllm.get(src)) is not None:
+                tracker.server(started=False)
         elif isinstance(event, ev.ServerStart):
             if engine == "ollama":
                 # Ollama listens before it loads anything: what is resident came from a server before this one.
                 loads.server_gone(src, t, ts, ref, engine)
+            if (tracker := self._vllm.get(src)) is not None:
+                tracker.server(started=True)  # every request from here on is in the log
             info = self.sources[src]
             info.version = event.version or info.version
             s.observe("listen", event.listen, ref)
@@ -337,9 +341,10 @@ class Store:
         if mlx is not None:
             mlx.access(req)  # finished later, when its facts are in (see ietop.model.engines.mlx)
             return
+        vllm_tracker = self._vllm.get(src)
         if req.inference:
-            # vLLM access lines carry no latency: join request-logging facts in order, unbounded in time.
-            self.facts.enrich(src, req, bounded=src not in self._vllm)
+            if vllm_tracker is None:
+                self.facts.enrich(src, req)
             arrived = self.facts.model_for(src, req)
             if arrived is not None and req.model is None:
                 req.model = self.loads.name(arrived)
@@ -349,6 +354,9 @@ class Store:
                 served = vllm.startup_facts.get("served_model")
                 req.model = str(served) if served is not None else None
             self.loads.attribute(req)
+        if vllm_tracker is not None:
+            vllm_tracker.access(req)  # finished in order, once the log shows whose logged request it answers
+            return
         self._finish_request(req)
 
     def _proxy_request(self, t: float, e: ev.ProxyRequest, ref: Ref) -> None:
@@ -435,6 +443,8 @@ class Store:
         """End of input: finalize everything still open."""
         for mlx in self._mlx.values():
             mlx.flush()
+        for vllm_tracker in self._vllm.values():
+            vllm_tracker.flush()
         self.facts.flush()
         self.loads.flush()
 

@@ -92,13 +92,20 @@ class StartupFact(Event):
 
 @dataclass(slots=True)
 class RequestLogged(Event):
-    """vLLM request logging (`--enable-log-requests`): ``phase`` received, added or details;
-    ``prompt_tokens`` from the logged prompt token ids when present (the real prompt size)."""
+    """vLLM request logging (`--enable-log-requests`), one line of a request's life by ``phase``: ``body``
+    (DEBUG `JSON body`, id without its `chatcmpl-`/`cmpl-` prefix), ``details`` (DEBUG), ``received``,
+    ``added`` (the engine has it), ``output`` (`--enable-log-outputs`: `Generated response`), ``finished``
+    (V0), ``aborted`` or ``failed``. ``prompt_tokens`` from the logged prompt token ids when present (the
+    real prompt size). ``stream``: whether the client asked for a stream, where the line says (None: it does
+    not). ``late``: a `received` line in the engine's own wording (vLLM before ~0.5), written when generation
+    starts, i.e. after a stream's access line, not before it as the API server's request logger does."""
 
     request_id: str
     phase: str
     prompt_tokens: int | None = None
     max_tokens: int | None = None
+    stream: bool | None = None
+    late: bool = False
 
 
 @dataclass(slots=True)

@@ -126,7 +126,12 @@ _RECEIVED_RE = re.compile(r"Received request (\S+?): ")
 _DETAILS_RE = re.compile(r"Request (\S+?) details: ")
 _ADDED_RE = re.compile(r"Added request (\S+?)\.?")
 _ABORTED_RE = re.compile(r"Aborted request(?:\(s\)|s)? (\S+?)\.?")
-_JSON_BODY_RE = re.compile(r"Request \S+ JSON body: ")
+_JSON_BODY_RE = re.compile(r"Request (\S+) JSON body: ")
+# `model_dump_json` writes keys without spaces; a quote inside a string value is escaped, so this is the key.
+_STREAM_RE = re.compile(r'"stream":(true|false)[,}]')
+_ENDED_RE = re.compile(r"Request (\S+?) (aborted|failed)\b")
+_FINISHED_RE = re.compile(r"Finished request (\S+?)\.?")
+_GENERATED_RE = re.compile(r"Generated response (\S+?)( \(streaming (?:delta|complete)\))?(?: details)?: ")
 _MAX_TOKENS_RE = re.compile(r"\bmax_tokens=(\d+)")
 _TOKEN_IDS_RE = re.compile(r"prompt_token_ids: \[([^\]]*)\]")
 # The engine-side id appends `-<8 hex>` to the API id (~0.11+): strip it so `added` and `received` agree,
@@ -171,10 +176,15 @@ def request_events(msg: str, line: int, ts: datetime | None) -> list[Event] | No
     first = msg[:1]
     if first == "R":
         if (m := _RECEIVED_RE.match(msg)) is not None:
-            prompt, params = _prompt(msg[m.end():], ", params: ")
+            rest = msg[m.end():]
+            # The engine's own wording (vLLM before the API server's request logger) says `sampling_params:`;
+            # the last `params: ` is the marker after the prompt (a SamplingParams repr has no such text).
+            at = rest.rfind("params: ")
+            late = at >= 9 and rest[at - 9:at] == "sampling_"
+            prompt, params = _prompt(rest, ", sampling_params: " if late else ", params: ")
             mt = _MAX_TOKENS_RE.search(params)
             events: list[Event] = [RequestLogged(line, ts, m.group(1), "received", _token_count(params),
-                                                 int(mt.group(1)) if mt else None)]
+                                                 int(mt.group(1)) if mt else None, late=late)]
             if prompt is not None:
                 events.append(PromptText(line, ts, prompt, len(prompt)))
             return events
@@ -186,7 +196,12 @@ def request_events(msg: str, line: int, ts: datetime | None) -> list[Event] | No
             return events
         if (m := _JSON_BODY_RE.match(msg)) is not None:
             body = msg[m.end():]
-            return [PromptText(line, ts, body, len(body))]
+            # Only the keys the client set are dumped: no `stream` key in a whole body is the default, False.
+            sm = _STREAM_RE.search(body)
+            stream = sm.group(1) == "true" if sm is not None else False if body.rstrip().endswith("}") else None
+            return [RequestLogged(line, ts, m.group(1), "body", stream=stream), PromptText(line, ts, body, len(body))]
+        if (m := _ENDED_RE.match(msg)) is not None:
+            return [RequestLogged(line, ts, m.group(1), m.group(2))]
     elif first == "A":
         if (m := _ADDED_RE.fullmatch(msg.rstrip())) is not None:
             rid = m.group(1)
@@ -195,7 +210,12 @@ def request_events(msg: str, line: int, ts: datetime | None) -> list[Event] | No
         if (m := _ABORTED_RE.fullmatch(msg.rstrip())) is not None:
             return [ErrorEvent(line, ts, "client_abort", clip(f"aborted request {m.group(1)}"))]
     elif first == "G" and msg.startswith("Generated response "):
-        return []  # --enable-log-outputs: generated text, not ours to keep
+        # --enable-log-outputs: the generated text is not ours to keep; the id and the stream wording are.
+        if (m := _GENERATED_RE.match(msg)) is None:
+            return []
+        return [RequestLogged(line, ts, m.group(1), "output", stream=m.group(2) is not None)]
+    elif first == "F" and (m := _FINISHED_RE.fullmatch(msg.rstrip())) is not None:
+        return [RequestLogged(line, ts, m.group(1), "finished")]  # V0, with request logging on
     return None
 
 

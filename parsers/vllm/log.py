@@ -4,7 +4,8 @@ A record is `[(<Proc> pid=N) ]LEVEL MM-DD hh:mm:ss [file.py:N] message` (V1; V0 
 `file.py:N]` with no opening bracket; DEBUG prints relative paths there; custom logging configs give
 `LEVEL YYYY-MM-DD hh:mm:ss.mmm file.py:N]`). Everything else is printed outside vLLM's logging: uvicorn
 (access lines carry no time), Python warnings and tracebacks of child processes, tqdm bars, native
-libraries. Those are recognised and give no event, and anything no grammar knows is `Unparsed`.
+libraries. Those are recognised and give no event, and anything no grammar knows is `Unparsed`. A JSON
+formatter's record (`parsers.vllm.jsonlog`) is read as the lines the default format would have printed.
 Formats: reference/vllm-formats.md §1-§6.
 
 Time. The stamp has no year: the caller passes the year the log was written in (`year=`); without one
@@ -42,6 +43,7 @@ from parsers.events import (
 )
 from parsers.vllm import startup as su
 from parsers.vllm.errors import EXC_LINE_RE, TB_MARKERS, PendingError, classify, clip
+from parsers.vllm.jsonlog import json_record
 from parsers.vllm.lines import (
     UVICORN_RE,
     access_event,
@@ -120,6 +122,11 @@ class VllmParser:
         return self._finish()
 
     def _parse(self, line: int, text: str, env_ts: datetime | None) -> list[Event]:
+        if text[:1] == "{" and (record := json_record(text)) is not None:
+            # A JSON formatter's record: read as the lines the default format would have printed. Its time
+            # stands in for the one uvicorn's text line lacks.
+            lines, when = record
+            return [e for part in lines for e in self._parse(line, part, env_ts or when)]
         if text[:1] == "│" or text.endswith("│"):
             text = text.strip().strip("│").strip()  # TUI borders around each line (sample 030)
         if not text or text.isspace():

@@ -2,7 +2,8 @@
 into `StartupFact` events and the signals (load start, engine ready, listen address, a new server, era
 evidence) into the events and state they imply.
 
-Keys beyond those `events.StartupFact` lists, for numbers the GPU logs print and nothing else carries:
+Keys beyond those `events.StartupFact` lists, for numbers the logs print and nothing else carries:
+``checkpoint_gib`` (the weights' size on disk, `Checkpoint size: X GiB`, 0.32 on every backend),
 ``profile_s`` (memory profiling), ``compile_s`` (torch.compile total), ``dynamo_s``, ``cudagraph_s`` and
 ``cudagraph_gib`` (graph capture), ``total_memory_gib`` / ``memory_utilization`` / ``usable_memory_gib``
 (V0's memory budget line).
@@ -39,6 +40,7 @@ _BUDGET_RE = re.compile(rf"total_gpu_memory \({_NUM} ?GiB\) x gpu_memory_utiliza
 _PROFILE_SPLIT_RE = re.compile(rf"model weights take {_NUM} ?GiB;.*reserved for KV Cache is {_NUM} ?GiB")
 _PROFILE_RESULTS_RE = re.compile(rf"Memory profiling results: .*?\bkv_cache_size={_NUM} ?GiB")
 _AVAILABLE_RE = re.compile(rf"Available KV cache memory: {_NUM} GiB")
+_CHECKPOINT_RE = re.compile(rf"Checkpoint size: {_NUM} GiB")
 _CPU_KV_RE = re.compile(rf"Explicitly set \({_NUM}/{_NUM}\) GiB for KV cache")
 _BLOCKS_RE = re.compile(r"# (\w+) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
 _KV_SIZE_RE = re.compile(r"KV cache size: ([\d,]+) tokens")
@@ -107,6 +109,9 @@ def startup_facts(msg: str) -> list[Fact] | None:
             return [("model_memory_gib", float(m.group(1)))]
         if (m := _GRAPHS_RE.search(msg)) is not None:
             return [("cudagraph_s", float(m.group(1))), ("cudagraph_gib", float(m.group(2)))]
+    if "Checkpoint size: " in msg and (m := _CHECKPOINT_RE.search(msg)) is not None:
+        # The weights' safetensors on disk (0.32, every backend): the CPU backend prints no other weights size.
+        return [("checkpoint_gib", float(m.group(1)))]
     if "KV cache memory: " in msg and (m := _AVAILABLE_RE.search(msg)) is not None:
         return [("kv_available_gib", float(m.group(1)))]
     if "for KV cache" in msg and (m := _CPU_KV_RE.search(msg)) is not None:

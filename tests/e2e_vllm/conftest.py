@@ -76,6 +76,12 @@ def vllm_timings() -> dict[str, float]:
 
 
 @pytest.fixture(scope="session")
+def vllm_notes() -> list[str]:
+    """Lines printed in the summary (the overlap scores: what was stated, how much was wrong)."""
+    return _NOTES
+
+
+@pytest.fixture(scope="session")
 def vllm_env(vllm_timings: dict[str, float]) -> VllmEnv:
     env = timed_build(vllm_timings, "venv", ensure_vllm_env, lambda exc: _fail("building the vLLM venv", exc))
     for phase, seconds in env.phase_seconds.items():

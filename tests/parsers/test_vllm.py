@@ -88,6 +88,9 @@ CASES: list[tuple[str, str, type[ev.Event] | None, dict[str, Any]]] = [
      ev.StartupFact, {"key": "weights_load_s", "value": 0.02}),
     ("weights V0 (006)", "INFO 01-13 11:35:21 model_runner.py:1099] Loading model weights took 14.9595 GB",
      ev.StartupFact, {"key": "model_memory_gib", "value": 14.9595}),
+    ("checkpoint size 0.32 (run)", rec("Filesystem type for checkpoints: EXT4. Checkpoint size: 0.01 GiB. Available RAM: "
+                                        "21.75 GiB.", where="[weight_utils.py:1108]", proc="(Worker pid=23993) "),
+     ev.StartupFact, {"key": "checkpoint_gib", "value": 0.01}),
     ("available KV (009)", rec("Available KV cache memory: 112.61 GiB", where="[gpu_worker.py:277]"),
      ev.StartupFact, {"key": "kv_available_gib", "value": 112.61}),
     ("cpu KV space (run)", rec("Explicitly set (1.0/10.96) GiB for KV cache on node 0.", where="[cpu_worker.py:260]"),
@@ -114,7 +117,18 @@ CASES: list[tuple[str, str, type[ev.Event] | None, dict[str, Any]]] = [
     ("aborted (ref)", rec("Aborted request chatcmpl-8e11f642dabec70a-92800f89.", where="[async_llm.py:600]"),
      ev.ErrorEvent, {"kind": "client_abort", "message": "aborted request chatcmpl-8e11f642dabec70a-92800f89"}),
     ("generated response (run)", rec("Generated response chatcmpl-b26cbefe6cf94c97: output: 'sionblockals**block', "
-                                     "finish_reason: length", where="[request_logger.py:108]"), None, {}),
+                                     "finish_reason: length", where="[request_logger.py:108]"),
+     ev.RequestLogged, {"request_id": "chatcmpl-b26cbefe6cf94c97", "phase": "output", "stream": False}),
+    ("generated delta (run)", rec("Generated response chatcmpl-8e11f642dabec70a (streaming delta): output: ' parts', "
+                                  "finish_reason: None", where="[request_logger.py:108]"),
+     ev.RequestLogged, {"request_id": "chatcmpl-8e11f642dabec70a", "phase": "output", "stream": True}),
+    ("request aborted 0.32 (ref)", rec("Request chatcmpl-8e11f642dabec70a aborted.", where="[async_llm.py:783]"),
+     ev.RequestLogged, {"request_id": "chatcmpl-8e11f642dabec70a", "phase": "aborted"}),
+    ("request failed 0.32 (ref)", rec("Request cmpl-b6fc32fa14b927a2-0 failed (bad request): too long.",
+                                      where="[async_llm.py:795]"),
+     ev.RequestLogged, {"request_id": "cmpl-b6fc32fa14b927a2-0", "phase": "failed"}),
+    ("finished V0 (ref)", "INFO 10-01 18:43:29 async_llm_engine.py:140] Finished request cmpl-c52dbd9a95114d1cbfa182e588138c86-0.",
+     ev.RequestLogged, {"request_id": "cmpl-c52dbd9a95114d1cbfa182e588138c86-0", "phase": "finished"}),
     ("preemption V0 (ref)", "WARNING 05-02 10:11:12 scheduler.py:1089] Sequence group 7 is preempted by "
      "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the end-to-end "
      "performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory. "
@@ -233,7 +247,8 @@ def test_request_logging_with_prompt_and_token_ids() -> None:
     events = feed([old, details, body])
     logged = only(events, ev.RequestLogged)
     assert [(r.request_id, r.phase, r.prompt_tokens, r.max_tokens) for r in logged] == [
-        ("cmpl-c52d-0", "received", 6, 16), ("cmpl-9-0", "details", 3, None)]
+        ("cmpl-c52d-0", "received", 6, 16), ("cmpl-9-0", "details", 3, None), ("1234abcd", "body", None, None)]
+    assert logged[2].stream is False  # a whole body without `stream`: the default
     prompts = only(events, ev.PromptText)
     want = ["How, params: to make pizza", "It's \"quoted\"\nline two", '{"prompt": "secret words"}']
     assert [p.text for p in prompts] == want
@@ -462,3 +477,21 @@ def test_access_and_warning_lines_inside_a_raw_traceback() -> None:
     err = only(events, ev.ErrorEvent)[0]
     assert (err.kind, err.line) == ("engine_dead", 1)
     assert err.message.startswith("vllm.v1.engine.exceptions.EngineDeadError")
+
+
+def test_request_lines_that_tell_whose_access_line_it_is() -> None:
+    # DEBUG `JSON body` (only the keys the client set: a stream says so), the engine's own `Received request`
+    # wording of old vLLM (written when generation starts: after a stream's access line), and a cut body.
+    events = feed([
+        rec('Request 80d7a84f7fa9cf59 JSON body: {"messages":[{"content":"a \\"stream\\":false"}],"stream":true,'
+            '"max_tokens":8}', level="DEBUG", where="[entrypoints/.../utils/request_logger.py:74]"),
+        rec('Request 1234abcd JSON body: {"prompt":"cut', level="DEBUG", where="[api_server.py:99]"),
+        "INFO 02-01 10:00:00 async_llm_engine.py:470] Received request cmpl-5-0: prompt: 'Hi', sampling_params: "
+        "SamplingParams(n=1, max_tokens=7), prompt_token_ids: [1, 2, 3], lora_request: None.",
+    ])
+    logged = only(events, ev.RequestLogged)
+    assert [(r.request_id, r.phase, r.stream, r.late) for r in logged] == [
+        ("80d7a84f7fa9cf59", "body", True, False), ("1234abcd", "body", None, False),
+        ("cmpl-5-0", "received", None, True)]
+    assert (logged[2].prompt_tokens, logged[2].max_tokens) == (3, 7)
+    assert [p.text for p in only(events, ev.PromptText)][2] == "Hi"

@@ -3,8 +3,7 @@ series, request logging (the real prompt size, when `--enable-log-requests` and 
 V0 preemption warnings. The `/metrics` side lives in `ietop.model.counters`.
 
 Access lines (uvicorn) carry no time and no request id; request-logging lines carry ids but no access
-status. They are joined first in, first out per source, without a time bound: the access line of a
-non-streaming request is written when its response is, which may be long after the request arrived.
+status. A row gets a logged prompt size only where the log proves whose it is (`ietop.model.engines.vllm_join`).
 """
 
 from __future__ import annotations
@@ -13,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ietop.model.config import Settings
-from ietop.model.facts import RequestFacts
-from ietop.model.records import Ref, Simple
+from ietop.model.engines.vllm_join import VllmJoin
+from ietop.model.records import Ref, Request, Simple
 from parsers import events as ev
 
 CONFIGURED_KEYS = frozenset({"max_model_len", "served_model", "version"})
@@ -24,16 +23,17 @@ CONFIGURED_KEYS = frozenset({"max_model_len", "served_model", "version"})
 class VllmTracker:
     """Per-source state for one vLLM server log."""
 
-    def __init__(self, src: int, sink: Callable[[str, Any], None], settings: Settings, facts: RequestFacts) -> None:
+    def __init__(self, src: int, sink: Callable[[str, Any], None], settings: Settings,
+                 emit: Callable[[Request], None]) -> None:
         self.src = src
         self.sink = sink
         self.settings = settings
-        self.facts = facts
-        self._prompt_seen: set[str] = set()
+        self.join = VllmJoin(emit)
         self.startup_facts: dict[str, float | str] = {}
         """This server's start-up facts by key (the store's settings are one map for all its logs)."""
 
     def stats(self, t: float, e: ev.EngineStats, ref: Ref) -> None:
+        self.join.stats(t, e.engine, e.running, e.waiting)
         self.sink("stats", Simple("stats", {
             "time": e.ts.isoformat() if e.ts else None, "engine": e.engine, "prompt_tps": e.prompt_tps,
             "gen_tps": e.gen_tps, "running": e.running, "waiting": e.waiting, "swapped": e.swapped,
@@ -48,15 +48,21 @@ class VllmTracker:
             self.settings.observe(e.key, e.value, ref)
 
     def request_logged(self, t: float, e: ev.RequestLogged, ref: Ref) -> None:
-        # `received` (≤ 0.11.1, INFO) and `details` (DEBUG) may both carry the token ids: count once.
-        # /tokenize calls are logged like requests but never reach the access log as inference.
-        if e.prompt_tokens is None or e.request_id in self._prompt_seen or e.request_id.startswith("tokenize-"):
-            return
-        self._prompt_seen.add(e.request_id)
-        if len(self._prompt_seen) > 65536:
-            self._prompt_seen.clear()
-        self.facts.push(self.src, t, {"prompt_tokens": e.prompt_tokens, "prompt_tokens_source": "log"},
-                        merge_with_truncation=False, refs={"prompt_tokens": ref})
+        self.join.logged(t, e.request_id, e.phase, e.prompt_tokens, e.stream, e.late, ref)
+
+    def access(self, req: Request) -> None:
+        """An access row; an inference one gets its prompt size where the log proves whose request it answers.
+        Rows are finished (handed to `emit`) in the log's order, some a few lines late (see vllm_join)."""
+        if req.inference:
+            self.join.access(req)
+        else:
+            self.join.passthrough(req)
+
+    def server(self, started: bool) -> None:
+        self.join.server(started)
+
+    def flush(self) -> None:
+        self.join.flush()
 
     def preemption(self, t: float, e: ev.Preemption, ref: Ref) -> None:
         self.sink("preemption", Simple("preemption", {

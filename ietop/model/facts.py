@@ -33,7 +33,10 @@ class _Fact:
     data: dict[str, Any] = field(default_factory=dict)
     refs: dict[str, Ref] = field(default_factory=dict)
     task: bool = False
-    """From a runner task (llama-server, llama.cpp timings): every request those runners serve logs one."""
+    """From a runner task (llama-server, llama.cpp timings): every request those runners serve logs one, pushed
+    when the task ends (just before its access line)."""
+    start: bool = False
+    """Logged when its request's slot starts (DEBUG `loading cache slot`): every served request logs one."""
     new: int | None = None
     """A truncation's size after cutting: the task that runs the cut prompt logs it as its n_tokens."""
     why: dict[str, str] = field(default_factory=dict)
@@ -112,11 +115,17 @@ class RequestFacts:
         if not facts:
             return
         inside = [f for f in facts if req.t_start - TOL_S <= f.t <= req.t_end + TOL_S]
-        if len(inside) == 1 and inside[0].task:
-            facts.remove(inside[0])
-            self._give(inside[0], req)
-            return
         if not inside:
+            return
+        starts = [f for f in inside if f.start]
+        # An ended task's fact alone in its lifetime is its own (a running request's is not pushed yet). A served
+        # request's own start fact always lies in its lifetime, and start facts leave the queue only when so
+        # claimed: one alone there is its own.
+        owned = inside[0] if len(inside) == 1 and inside[0].task else (
+            starts[0] if len(starts) == 1 and req.status < 400 else None)
+        if owned is not None:
+            facts.remove(owned)
+            self._give(owned, req)
             return
         # A fact older than an earlier-started request's lifetime may still be that request's: kept, not
         # dropped, until the queue's bound. What lies inside this lifetime belongs to no one provably.
@@ -152,7 +161,7 @@ class RequestFacts:
         return None
 
     def push(self, src: int, t: float, data: dict[str, Any], merge_with_truncation: bool,
-             refs: dict[str, Ref], *, task: bool = False, new: int | None = None) -> None:
+             refs: dict[str, Ref], *, task: bool = False, start: bool = False, new: int | None = None) -> None:
         """`refs`: the line each fact of `data` rests on. `task`: a runner task's fact; `new`: a truncation's
         size after cutting."""
         facts = self._facts.setdefault(src, deque())
@@ -164,8 +173,9 @@ class RequestFacts:
                     if key in refs:
                         into.refs[key] = refs[key]
             into.task = into.task or task
+            into.start = into.start or start
             return
-        fact = _Fact(t, data, {k: r for k, r in refs.items() if k in data}, task, new)
+        fact = _Fact(t, data, {k: r for k, r in refs.items() if k in data}, task, start, new)
         if merge_with_truncation and self._maybe_cut(facts, t, data):
             # Its n_tokens is the size after a cut, and which truncation was its cannot be told: the prompt's
             # real size is not known, nor whether it was cut.
@@ -180,7 +190,7 @@ class RequestFacts:
     @staticmethod
     def _maybe_cut(facts: deque[_Fact], t: float, data: dict[str, Any]) -> bool:
         size = data.get("prompt_tokens")
-        return size is not None and any(f.data.get("truncated") and not f.task and f.new == size
+        return size is not None and any(f.data.get("truncated") and not (f.task or f.start) and f.new == size
                                         and abs(t - f.t) <= 2.0 for f in facts)
 
     def _truncation_of(self, facts: deque[_Fact], t: float, data: dict[str, Any]) -> _Fact | None:
@@ -191,7 +201,7 @@ class RequestFacts:
             last = facts[-1] if facts else None
             return last if last is not None and last.data.get("truncated") and t - last.t <= 2.0 else None
         size = data.get("prompt_tokens")
-        fits = [f for f in facts if f.data.get("truncated") and not f.task and abs(t - f.t) <= 2.0
+        fits = [f for f in facts if f.data.get("truncated") and not (f.task or f.start) and abs(t - f.t) <= 2.0
                 and f.new is not None and f.new == size]
         return fits[0] if len(fits) == 1 else None
 
@@ -218,7 +228,7 @@ class RequestFacts:
                 "prompt_tokens": event.prompt, "prompt_tokens_source": "log",
                 "cached_tokens": event.used, "prefill_tokens": event.remaining,
             }, merge_with_truncation=True, refs=dict.fromkeys(("prompt_tokens", "cached_tokens", "prefill_tokens"),
-                                                               ref), task=True)
+                                                               ref), start=True)
             self.sink("task", Simple("task", {
                 "time": _iso(event.ts), "slot": event.slot, "task": None, "prompt_tokens": event.prompt,
                 "cached_tokens": event.used, "prefill_tokens": event.remaining,

@@ -8,7 +8,9 @@ The logs are SYNTHETIC, written in real line shapes with known truth per request
   lines and `release` when it ends, then the GIN line; a prompt too long for the slot is cut first (`truncating
   input prompt`, v0.32's WARN);
 - the Go-runner era (v0.6, INFO; fixtures/ollama/042's `starting llama server … --parallel N` and
-  fixtures/ollama/007's truncation and GIN lines): only truncations and GIN lines.
+  fixtures/ollama/007's truncation and GIN lines): only truncations and GIN lines; at DEBUG (v0.4–v0.5) also
+  each request's `loading cache slot id=… prompt=… used=… remaining=…` when its slot starts (fixtures/ollama/
+  049's shape), the prompt as the slot holds it (the cut size when a truncation came first).
 A scheduler fills free slots in arrival order; durations and arrivals are drawn, so requests overlap. Each GIN
 line carries its own latency, so every row's request is known exactly.
 """
@@ -125,6 +127,23 @@ def go_runner_log(jobs: list[Job], slots: int) -> list[str]:
     return _write([load], events, jobs)
 
 
+def go_runner_debug_log(jobs: list[Job], slots: int) -> list[str]:
+    lines = go_runner_log(jobs, slots)
+    extra: list[tuple[float, int, list[str]]] = []
+    for j in jobs:
+        extra.append((j.start + 0.001, 2, [f'time={stamp(j.start + 0.001)} level=DEBUG source=cache.go:104 '
+                                           f'msg="loading cache slot" id={j.slot} cache=0 prompt={j.evaluated} '
+                                           f'used=0 remaining={j.evaluated}']))
+    head = lines[:1]
+    events: list[tuple[float, int, list[str]]] = list(extra)
+    for j in jobs:
+        if j.truncated:
+            events.append((j.start, 1, [f'time={stamp(j.start)} level=WARN source=runner.go:129 msg="truncating input '
+                                        f'prompt" limit={LIMIT} prompt={j.prompt} keep=5 new={LIMIT}']))
+        events.append((j.end + 0.003, 3, [gin(j.end + 0.003, j.end + 0.003 - j.arrival)]))
+    return _write(head, events, jobs)
+
+
 def _write(head: list[str], events: list[tuple[float, int, list[str]]], jobs: list[Job]) -> list[str]:
     lines = list(head)
     gins = {round(j.end + 0.003, 6): j for j in jobs}
@@ -200,3 +219,17 @@ def test_go_runner_era_states_no_wrong_fact(slots: int) -> None:
         for row in rows:
             if row.prompt_tokens is None and row.unknown:
                 assert row.unknown["prompt_tokens"].startswith("ambiguous:")
+
+
+@pytest.mark.parametrize("slots", [2, 4])
+def test_go_runner_debug_era_states_no_wrong_fact(slots: int) -> None:
+    stated = 0
+    for seed in range(24):
+        jobs = workload(random.Random(seed * 13 + slots), 10)
+        schedule(jobs, slots)
+        rows = replay(go_runner_debug_log(jobs, slots))
+        assert sorted(r.ref.line for r in rows) == sorted(j.gin_line for j in jobs)
+        wrong, n, _knowable = wrong_facts(rows, jobs)
+        assert wrong == [], f"seed {seed}"
+        stated += n
+    assert stated > 0  # a cache-slot line alone in a request's lifetime is its own

@@ -8,73 +8,30 @@ alone, so the bar is **0 wrong facts**; how many knowable facts are stated is re
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e_support.rounds import ROUND_GAP_S, plan_rounds, send_round, wait_until_quiet
 from e2e_support.score import Score, rows_in, score_round
-from mlx_client import CHAT, COMPLETIONS, MlxClient, RequestRecord, dump_jsonl
+from mlx_client import MlxClient, RequestRecord, dump_jsonl
 from mlx_env import MlxEnv, MlxModels
 from mlx_server import MlxServer
-from test_mlx_ietop import wait_until_quiet
 
 from ietop.model.store import ListSink, Store
 from ietop.pipeline.livelog import LiveLog
 
 pytestmark = pytest.mark.e2e
 
-ROUNDS = 8
-ROUND_GAP_S = 2.5
-"""Between rounds: access lines have one-second resolution, so rounds stay apart in the log's own time."""
-SHAPES = ((CHAT, False), (CHAT, True), (COMPLETIONS, False), (COMPLETIONS, True))
-WORDS = ("river", "stone", "lantern", "orchard", "copper", "meadow", "harbor", "violet", "thunder", "marble")
 
+def _poster(client: MlxClient) -> Any:
+    """The client's post as the shared rounds send it: usage asked for, the server's default model."""
 
-def plan_rounds(seed: int) -> list[list[dict[str, Any]]]:
-    """Rounds of 3–4 requests: shapes drawn with repeats, distinct prompt lengths and max_tokens within a
-    round (so a swap between two requests shows in the numbers), delays 0–100 ms after the previous one."""
-    rng = random.Random(seed)
-    rounds = []
-    for r in range(ROUNDS):
-        n = rng.choice((3, 4))
-        lengths = rng.sample(range(3, 40), n)
-        limits = rng.sample(range(6, 40), n)
-        calls = []
-        delay = 0.0
-        for i in range(n):
-            path, stream = rng.choice(SHAPES)
-            text = f"Round {r} item {i}: " + " ".join(rng.choice(WORDS) for _ in range(lengths[i]))
-            calls.append({"name": f"r{r}-{i}", "path": path, "stream": stream, "max_tokens": limits[i],
-                          "text": text, "delay": delay})
-            delay += rng.uniform(0.0, 0.1)
-        rounds.append(calls)
-    return rounds
-
-
-def send_round(client: MlxClient, calls: list[dict[str, Any]]) -> list[RequestRecord]:
-    results: dict[int, RequestRecord] = {}
-    barrier = threading.Barrier(len(calls))
-
-    def worker(i: int, call: dict[str, Any]) -> None:
-        barrier.wait()
-        time.sleep(call["delay"])
-        if call["path"] == CHAT:
-            body: dict[str, Any] = {"messages": [{"role": "user", "content": call["text"]}]}
-        else:
-            body = {"prompt": call["text"]}
-        body["max_tokens"] = call["max_tokens"]
-        results[i] = client.post(call["name"], call["path"], body, stream=call["stream"], include_usage=True,
-                                 model=None)
-
-    threads = [threading.Thread(target=worker, args=(i, c)) for i, c in enumerate(calls)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return [results[i] for i in range(len(calls))]
+    def post(name: str, path: str, body: dict[str, Any], stream: bool) -> RequestRecord:
+        return client.post(name, path, body, stream=stream, include_usage=True, model=None)
+    return post
 
 
 def run_rounds(server: MlxServer, log_path: Path, seed: int) -> tuple[list[list[RequestRecord]], ListSink]:
@@ -88,7 +45,7 @@ def run_rounds(server: MlxServer, log_path: Path, seed: int) -> tuple[list[list[
         try:
             with MlxClient(server.url) as c:
                 for calls in plan_rounds(seed):
-                    rounds.append(send_round(c, calls))
+                    rounds.append(send_round(_poster(c), calls))
                     time.sleep(ROUND_GAP_S)
         except BaseException as exc:  # surfaced in the test's thread
             failure.append(exc)

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from e2e_support.rounds import wait_until_quiet
 from mlx_client import RequestRecord, run_request_mix
 from mlx_env import MlxEnv, MlxModels
 from mlx_server import MlxServer, port_refuses
@@ -91,20 +92,6 @@ def follow_run(server: MlxServer, log_path: Path, second_model: str) -> tuple[li
     live.close()
     store.flush()
     return records, store, sink
-
-
-def wait_until_quiet(log_path: Path, quiet_s: float = 0.5, limit_s: float = 15.0) -> None:
-    """Until the log has not grown for `quiet_s`: the server being done is read from its log, not guessed by a
-    fixed sleep (0.3 s was one; the test failed once in a full local run and did not again in 8 runs)."""
-    size, since = -1, time.monotonic()
-    deadline = since + limit_s
-    while time.monotonic() < deadline:
-        now_size = log_path.stat().st_size
-        if now_size != size:
-            size, since = now_size, time.monotonic()
-        elif time.monotonic() - since >= quiet_s:
-            return
-        time.sleep(0.05)
 
 
 def served(sink: ListSink) -> list[Request]:

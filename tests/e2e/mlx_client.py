@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 from e2e_support.concurrent import run_concurrent as _run_concurrent
+from e2e_support.score import UsageView
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
@@ -29,7 +30,7 @@ LONG_PROMPT_SENTENCES = 85
 
 
 @dataclass
-class RequestRecord:
+class RequestRecord(UsageView):
     name: str  # e.g. "chat", "chat-repeat", "concurrent-2"
     path: str  # "/v1/chat/completions" or "/v1/completions"
     stream: bool
@@ -47,24 +48,6 @@ class RequestRecord:
     response_model: str | None = None  # the "model" field of the response
     error: str | None = None  # exception text or error body
     concurrent_group: str | None = None  # set for requests sent together from threads
-
-    @property
-    def elapsed_s(self) -> float:
-        return self.t_end - self.t_start
-
-    @property
-    def prompt_tokens(self) -> int | None:
-        return None if self.usage is None else self.usage.get("prompt_tokens")
-
-    @property
-    def completion_tokens(self) -> int | None:
-        return None if self.usage is None else self.usage.get("completion_tokens")
-
-    @property
-    def cached_tokens(self) -> int | None:
-        details = (self.usage or {}).get("prompt_tokens_details") or {}
-        value = details.get("cached_tokens")
-        return value if isinstance(value, int) else None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

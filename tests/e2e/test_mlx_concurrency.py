@@ -8,74 +8,39 @@ alone, so the bar is **0 wrong facts**; how many knowable facts are stated is re
 
 from __future__ import annotations
 
-import threading
-import time
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from e2e_support.rounds import ROUND_GAP_S, plan_rounds, send_round, wait_until_quiet
-from e2e_support.score import Score, rows_in, score_round
+from e2e_support.rounds import Post, follow_rounds, score_rounds
+from e2e_support.score import Score
 from mlx_client import MlxClient, RequestRecord, dump_jsonl
 from mlx_env import MlxEnv, MlxModels
 from mlx_server import MlxServer
 
-from ietop.model.store import ListSink, Store
-from ietop.pipeline.livelog import LiveLog
+from ietop.model.store import ListSink
 
 pytestmark = pytest.mark.e2e
 
 
-def _poster(client: MlxClient) -> Any:
+@contextlib.contextmanager
+def _poster(url: str) -> Iterator[Post]:
     """The client's post as the shared rounds send it: usage asked for, the server's default model."""
-
-    def post(name: str, path: str, body: dict[str, Any], stream: bool) -> RequestRecord:
-        return client.post(name, path, body, stream=stream, include_usage=True, model=None)
-    return post
+    with MlxClient(url) as client:
+        yield lambda name, path, body, stream: client.post(name, path, body, stream=stream, include_usage=True,
+                                                            model=None)
 
 
 def run_rounds(server: MlxServer, log_path: Path, seed: int) -> tuple[list[list[RequestRecord]], ListSink]:
-    sink = ListSink()
-    store = Store(sink)
-    live = LiveLog(store, str(log_path), "mlx")
-    rounds: list[list[RequestRecord]] = []
-    failure: list[BaseException] = []
-
-    def client() -> None:
-        try:
-            with MlxClient(server.url) as c:
-                for calls in plan_rounds(seed):
-                    rounds.append(send_round(_poster(c), calls))
-                    time.sleep(ROUND_GAP_S)
-        except BaseException as exc:  # surfaced in the test's thread
-            failure.append(exc)
-
-    worker = threading.Thread(target=client)
-    worker.start()
-    while worker.is_alive():
-        live.pump()
-        time.sleep(0.05)
-    worker.join()
-    if failure:
-        raise failure[0]
-    wait_until_quiet(log_path)
-    live.pump()
-    server.stop()
-    live.pump()
-    live.close()
-    store.flush()
-    assert store.sources[0].unparsed_lines == 0
+    rounds, sink = follow_rounds(log_path, "mlx", seed, lambda: _poster(server.url), server.stop)
     # Kept beside the log: a failure can be replayed offline (the log, and what the client saw).
     dump_jsonl([rec for records in rounds for rec in records], str(log_path.with_suffix(".client.jsonl")))
     return rounds, sink
 
 
 def score(rounds: list[list[RequestRecord]], sink: ListSink, knowable: tuple[str, ...]) -> Score:
-    total = Score()
-    for records in rounds:
-        assert all(r.status == 200 for r in records), [(r.name, r.status, r.error) for r in records]
-        total.add(score_round(rows_in(sink.records.get("request", []), records), records, knowable))
-    return total
+    return score_rounds(rounds, sink, knowable)
 
 
 def report(level: str, s: Score, notes: list[str]) -> None:

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from e2e_support.score import Score, rows_in, score_round
+
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 ROUNDS = 8
@@ -78,3 +80,53 @@ def wait_until_quiet(log_path: Path, quiet_s: float = 0.5, limit_s: float = 15.0
         elif time.monotonic() - since >= quiet_s:
             return
         time.sleep(0.05)
+
+
+def follow_rounds(log_path: Path, engine: str, seed: int, post_with: Callable[[], Any],
+                  stop: Callable[[], object]) -> tuple[list[list[Any]], Any]:
+    """Send the seed's rounds from a thread (`post_with()` is a context manager giving the Post) while ietop
+    follows the log as the dashboard does, then `stop()` the server and finish reading. Returns the client's
+    records per round and the store's sink."""
+    from ietop.model.store import ListSink, Store
+    from ietop.pipeline.livelog import LiveLog
+
+    sink = ListSink()
+    store = Store(sink)
+    live = LiveLog(store, str(log_path), engine)
+    rounds: list[list[Any]] = []
+    failure: list[BaseException] = []
+
+    def client() -> None:
+        try:
+            with post_with() as post:
+                for calls in plan_rounds(seed):
+                    rounds.append(send_round(post, calls))
+                    time.sleep(ROUND_GAP_S)
+        except BaseException as exc:  # surfaced in the test's thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=client)
+    worker.start()
+    while worker.is_alive():
+        live.pump()
+        time.sleep(0.05)
+    worker.join()
+    if failure:
+        raise failure[0]
+    wait_until_quiet(log_path)
+    live.pump()
+    stop()
+    live.pump()
+    live.close()
+    store.flush()
+    assert store.sources[0].unparsed_lines == 0
+    return rounds, sink
+
+
+def score_rounds(rounds: list[list[Any]], sink: Any, knowable: tuple[str, ...]) -> Score:
+    """Every round scored (tests/e2e_support/score.py); every request of them must have been served."""
+    total = Score()
+    for records in rounds:
+        assert all(r.status == 200 for r in records), [(r.name, r.status, r.error) for r in records]
+        total.add(score_round(rows_in(sink.records.get("request", []), records), records, knowable))
+    return total

@@ -101,9 +101,40 @@ def score_round(rows: Sequence[Any], records: Sequence[Any], knowable_facts: Seq
     return best
 
 
+class UsageView:
+    """What a client record's usage block and timings say, read the same way for every engine's client:
+    counts are ints or None (vLLM gives cached tokens only with --enable-prompt-tokens-details)."""
+
+    usage: dict[str, Any] | None
+    t_start: float
+    t_end: float
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.t_end - self.t_start
+
+    def _count(self, key: str) -> int | None:
+        value = (self.usage or {}).get(key)
+        return value if isinstance(value, int) else None
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        return self._count("prompt_tokens")
+
+    @property
+    def completion_tokens(self) -> int | None:
+        return self._count("completion_tokens")
+
+    @property
+    def cached_tokens(self) -> int | None:
+        details = (self.usage or {}).get("prompt_tokens_details") or {}
+        value = details.get("cached_tokens") if isinstance(details, dict) else None
+        return value if isinstance(value, int) else None
+
+
 @dataclass
-class SavedRecord:
-    """A client record read back from the JSONL an overlap run keeps beside its log (fixtures/mlx/overlap/)."""
+class SavedRecord(UsageView):
+    """A client record read back from the JSONL an overlap run keeps beside its log (fixtures/*/overlap/)."""
 
     name: str
     path: str
@@ -117,23 +148,6 @@ class SavedRecord:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> SavedRecord:
         return cls(d["name"], d["path"], d["stream"], d["t_start"], d["t_end"], d["status"], d["usage"], d["ttft_s"])
-
-    @property
-    def elapsed_s(self) -> float:
-        return self.t_end - self.t_start
-
-    @property
-    def prompt_tokens(self) -> int | None:
-        return None if self.usage is None else self.usage.get("prompt_tokens")
-
-    @property
-    def completion_tokens(self) -> int | None:
-        return None if self.usage is None else self.usage.get("completion_tokens")
-
-    @property
-    def cached_tokens(self) -> int | None:
-        value = ((self.usage or {}).get("prompt_tokens_details") or {}).get("cached_tokens")
-        return value if isinstance(value, int) else None
 
 
 def rounds_of(records: Sequence[Any]) -> list[list[Any]]:

@@ -11,65 +11,37 @@ fixtures/vllm/overlap/ holds such runs.
 
 from __future__ import annotations
 
-import threading
-import time
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2e_support.rounds import ROUND_GAP_S, plan_rounds, send_round, wait_until_quiet
-from e2e_support.score import Score, rows_in, score_round
+from e2e_support.rounds import Post, follow_rounds, score_rounds
+from e2e_support.score import Score
 from vllm_client import RequestRecord, VllmClient, dump_jsonl
 from vllm_env import VllmEnv, VllmModel
 from vllm_server import VllmServer
 
-from ietop.model.store import ListSink, Store
-from ietop.pipeline.livelog import LiveLog
+from ietop.model.store import ListSink
 
 pytestmark = pytest.mark.vllm_e2e
 
+@contextlib.contextmanager
+def _poster(server: VllmServer) -> Iterator[Post]:
+    with VllmClient(server.url, server.served_name) as client:
+        yield lambda name, path, body, stream: client.post(name, path, body, stream=stream)
+
+
 def run_rounds(server: VllmServer, log_path: Path, seed: int) -> tuple[list[list[RequestRecord]], ListSink]:
-    sink = ListSink()
-    store = Store(sink)
-    live = LiveLog(store, str(log_path), "vllm")
-    rounds: list[list[RequestRecord]] = []
-    failure: list[BaseException] = []
-
-    def client() -> None:
-        try:
-            with VllmClient(server.url, server.served_name) as c:
-                for calls in plan_rounds(seed):
-                    rounds.append(send_round(lambda name, path, body, stream: c.post(name, path, body, stream=stream), calls))
-                    time.sleep(ROUND_GAP_S)
-        except BaseException as exc:  # surfaced in the test's thread
-            failure.append(exc)
-
-    worker = threading.Thread(target=client)
-    worker.start()
-    while worker.is_alive():
-        live.pump()
-        time.sleep(0.05)
-    worker.join()
-    if failure:
-        raise failure[0]
-    wait_until_quiet(log_path)
-    live.pump()
-    server.stop()
-    live.pump()
-    live.close()
-    store.flush()
+    rounds, sink = follow_rounds(log_path, "vllm", seed, lambda: _poster(server), server.stop)
     # Kept beside the log: a failure can be replayed offline (the log, and what the client saw).
     dump_jsonl([rec for records in rounds for rec in records], str(log_path.with_name(
         log_path.name.replace("-server.log", "-client.jsonl"))))
-    assert store.sources[0].unparsed_lines == 0
     return rounds, sink
 
 
 def score(rounds: list[list[RequestRecord]], sink: ListSink) -> Score:
-    total = Score()
-    for records in rounds:
-        assert all(r.status == 200 for r in records), [(r.name, r.status, r.error) for r in records]
-        total.add(score_round(rows_in(sink.records.get("request", []), records), records, ("prompt_tokens",)))
-    return total
+    return score_rounds(rounds, sink, ("prompt_tokens",))
 
 
 @pytest.mark.parametrize("seed", [1919, 2026])

@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 from e2e_support.concurrent import run_concurrent as _run_concurrent
+from e2e_support.score import UsageView
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
@@ -36,7 +37,7 @@ WORDS = ("def", "return", "import", "class", "self", "value", "None", "True", "F
 
 
 @dataclass
-class RequestRecord:
+class RequestRecord(UsageView):
     name: str  # e.g. "chat", "prefix-b", "concurrent-2", "too-long"
     path: str  # CHAT or COMPLETIONS
     stream: bool
@@ -53,27 +54,6 @@ class RequestRecord:
     content: str = ""
     error: dict[str, Any] | str | None = None  # the error body (JSON if it was JSON) or exception text
     concurrent_group: str | None = None  # set for requests sent together from threads
-
-    @property
-    def elapsed_s(self) -> float:
-        return self.t_end - self.t_start
-
-    @property
-    def prompt_tokens(self) -> int | None:
-        value = (self.usage or {}).get("prompt_tokens")
-        return value if isinstance(value, int) else None
-
-    @property
-    def completion_tokens(self) -> int | None:
-        value = (self.usage or {}).get("completion_tokens")
-        return value if isinstance(value, int) else None
-
-    @property
-    def cached_tokens(self) -> int | None:
-        """``usage.prompt_tokens_details.cached_tokens``; only with ``--enable-prompt-tokens-details``."""
-        details = (self.usage or {}).get("prompt_tokens_details") or {}
-        value = details.get("cached_tokens") if isinstance(details, dict) else None
-        return value if isinstance(value, int) else None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
 
+from ietop.model.engines.mlx_episode import Arrival, Episode, Group, apply_facts, full, same_path, usage_fits
 from ietop.model.loads import LoadTracker
 from ietop.model.records import Load, Ref, Request
 from parsers import events as ev
@@ -45,58 +44,6 @@ MIN_LOAD_S = 0.02
 another name (mlx_lm ≥ 0.27 does not reload `--model`'s path named explicitly)."""
 
 
-@dataclass(slots=True)
-class _Arrival:
-    t: float
-    ts: datetime | None
-    ref: Ref
-    model: str
-    stream: bool | None
-    load: Load | None = None
-    max_tokens: int | None = None
-    path: str | None = None
-
-
-@dataclass(slots=True)
-class _Episode:
-    """One admitted generation, and the access-line record it feeds."""
-
-    admitted_t: float
-    arrival: _Arrival | None
-    request: Request | None = None
-    total: int | None = None
-    last_p: int = -1
-    prefill_done_t: float | None = None
-    first_token_t: float | None = None
-    last_token_t: float | None = None
-    tokens: int = 0
-    tokens_ambiguous: bool = False
-    usage: ev.Usage | None = None
-    end_t: float | None = None
-    last_t: float = 0.0
-    done: bool = False
-    facts: dict[str, object] = field(default_factory=dict)
-    refs: dict[str, Ref] = field(default_factory=dict)
-    """The line each fact rests on: `prefill` (its `N/N`), `first`/`last` token, `usage`."""
-    why: dict[str, str] = field(default_factory=dict)
-    """Why a fact the log speaks of stays unknown for this request."""
-
-
-def _same_path(path: str | None, arrival: _Arrival | None) -> bool:
-    """Could a line naming `path` be this arrival's? Unknown on either side (INFO has no bodies) allows it."""
-    return path is None or arrival is None or arrival.path is None or arrival.path == path
-
-
-@dataclass(slots=True)
-class _Group:
-    """Admitted requests whose progress lines cannot be told apart (admitted together, no id)."""
-
-    members: list[_Episode] = field(default_factory=list)
-    totals: dict[int, int] = field(default_factory=dict)
-    """Denominator → how many of its `N/N` lines were seen."""
-    finished: int = 0
-
-
 class MlxTracker:
     """Per-source state for one mlx_lm.server log."""
 
@@ -109,13 +56,13 @@ class MlxTracker:
         self.unattributed_progress = 0
         self.unattributed_tokens = 0
         self.state: str | None = None
-        self._arrivals: deque[_Arrival] = deque()
-        self._episodes: list[_Episode] = []
-        self._unbound_episodes: deque[_Episode] = deque()
+        self._arrivals: deque[Arrival] = deque()
+        self._episodes: list[Episode] = []
+        self._unbound_episodes: deque[Episode] = deque()
         self._unbound_access: deque[Request] = deque()
-        self._order: deque[tuple[Request, _Episode | None]] = deque()
+        self._order: deque[tuple[Request, Episode | None]] = deque()
         self._last_rss: int | None = None
-        self._group = _Group()
+        self._group = Group()
         self._last_token_t: float | None = None
         self._step_s: float | None = None
         self._last_prefill_t = float("-inf")
@@ -124,7 +71,7 @@ class MlxTracker:
     # -- events --------------------------------------------------------------------------------
     def body(self, t: float, event: ev.RequestBody, ref: Ref) -> None:
         self.debug = True
-        arrival = _Arrival(t, event.ts, ref, event.model or DEFAULT_MODEL, event.stream, max_tokens=event.max_tokens,
+        arrival = Arrival(t, event.ts, ref, event.model or DEFAULT_MODEL, event.stream, max_tokens=event.max_tokens,
                            path=event.path)
         pending_model = self._arrivals[-1].model if self._arrivals else self.resident
         if arrival.model != pending_model:
@@ -135,11 +82,11 @@ class MlxTracker:
 
     def admission(self, t: float, event: ev.Admission, ref: Ref) -> None:
         arrival = self._arrivals.popleft() if self._arrivals else None
-        episode = _Episode(t, arrival, last_t=t)
+        episode = Episode(t, arrival, last_t=t)
         if arrival is not None and arrival.load is not None:
             self._switch(arrival, t, ref)
         self._episodes.append(episode)
-        waiting = next((r for r in self._unbound_access if _same_path(r.path, arrival)), None)
+        waiting = next((r for r in self._unbound_access if same_path(r.path, arrival)), None)
         if waiting is not None:
             self._unbound_access.remove(waiting)
             self._bind(waiting, episode)
@@ -165,7 +112,7 @@ class MlxTracker:
                     self.loads.record(failed.load)
                     self._dropped_by(failed)
             self._order.append((req, None))
-        elif (episode := next((e for e in self._unbound_episodes if _same_path(req.path, e.arrival)), None)):
+        elif (episode := next((e for e in self._unbound_episodes if same_path(req.path, e.arrival)), None)):
             # Handlers admitted in the same millisecond write their access lines in either order: an access line
             # goes to the earliest admitted request whose body was for its endpoint, not simply to the earliest.
             self._unbound_episodes.remove(episode)
@@ -223,7 +170,7 @@ class MlxTracker:
         if group.finished < len(group.members):
             return
         sizes = set(group.totals)
-        members, self._group = group.members, _Group()
+        members, self._group = group.members, Group()
         for e in members:
             if len(sizes) == 1:
                 e.facts["prefill_tokens"] = total
@@ -234,7 +181,7 @@ class MlxTracker:
             e.tokens_ambiguous = True  # their first tokens follow prefills that cannot be told apart
             self._prefill_done(e, t)
 
-    def _prefill_done(self, e: _Episode, t: float) -> None:
+    def _prefill_done(self, e: Episode, t: float) -> None:
         e.prefill_done_t = t
         if not self.debug:
             self._finish(e, None)
@@ -268,14 +215,14 @@ class MlxTracker:
         e.last_token_t = t
         e.refs["last"] = ref
         e.last_t = t
-        if e.arrival is not None and e.arrival.stream and self._full(e):
+        if e.arrival is not None and e.arrival.stream and full(e):
             # All the tokens it asked for: a stream can write no more (no usage line follows a stream's).
             self._finish(e, t)
 
     def usage(self, t: float, event: ev.Usage, ref: Ref) -> None:
         self.debug = True
         candidates = [e for e in self._episodes if not e.done and e.prefill_done_t is not None
-                      and self._usage_fits(e, event)]
+                      and usage_fits(e, event)]
         if len(candidates) == 1:
             candidates[0].usage = event
             candidates[0].refs["usage"] = ref
@@ -284,21 +231,6 @@ class MlxTracker:
             for e in candidates:
                 e.why["prompt_tokens"] = (f"ambiguous: a usage block (line {ref.line}) fits {len(candidates)} "
                                           "open requests")
-
-    @staticmethod
-    def _usage_fits(e: _Episode, event: ev.Usage) -> bool:
-        """Could this usage block be this request's? mlx_lm logs `Outgoing Response` for non-stream requests
-        only; its counts must match what the log already says of the request."""
-        arrival, out = e.arrival, event.completion_tokens
-        if arrival is not None and (arrival.stream or (arrival.max_tokens and out is not None
-                                                       and out > arrival.max_tokens)):
-            return False
-        if event.path is not None and not _same_path(event.path, arrival):
-            return False
-        if (event.prompt_tokens is not None and e.total is not None
-                and event.prompt_tokens - (event.cached_tokens or 0) != e.total):
-            return False
-        return not (not e.tokens_ambiguous and e.tokens and out is not None and e.tokens != out)
 
     def rss(self, t: float, rss_bytes: int) -> None:
         """A sample of the server process RSS. A step is a load or an unload of weights: confirm a
@@ -343,19 +275,10 @@ class MlxTracker:
         for e in list(self._episodes):
             if t - e.last_t > IDLE_FINALIZE_S:
                 self._finish(e, None)
-            elif self._full(e) and e.last_token_t is not None and t - e.last_token_t > FULL_QUIET_S:
+            elif full(e) and e.last_token_t is not None and t - e.last_token_t > FULL_QUIET_S:
                 # All the tokens it asked for are out: it ended then (the log says nothing more of a stream;
                 # without this it waited for the next request, or a minute).
                 self._finish(e, e.last_token_t)
-
-    @staticmethod
-    def _full(e: _Episode) -> bool:
-        """It produced the max_tokens its body asked for, counted unambiguously, and its access line (a
-        stream's comes first) is bound to it."""
-        limit = e.arrival.max_tokens if e.arrival is not None else None
-        if not limit or e.request is None or e.tokens_ambiguous or e.usage is not None:
-            return False
-        return e.tokens >= limit
 
     def flush(self) -> None:
         for e in list(self._episodes):
@@ -366,7 +289,7 @@ class MlxTracker:
         self._drain(force=True)
 
     # -- internals -----------------------------------------------------------------------------
-    def _dropped_by(self, failed: _Arrival) -> None:
+    def _dropped_by(self, failed: Arrival) -> None:
         """mlx_lm lets go of its model before it loads another (ModelProvider.load), so a switch that failed
         left nothing loaded: the model went when the failed load began, and the next request loads afresh."""
         if self.resident:
@@ -376,7 +299,7 @@ class MlxTracker:
                 u.for_model = failed.model
         self.resident = NOTHING
 
-    def _switch(self, arrival: _Arrival, t: float, ref: Ref) -> None:
+    def _switch(self, arrival: Arrival, t: float, ref: Ref) -> None:
         load = arrival.load
         assert load is not None
         if t - arrival.t < MIN_LOAD_S:
@@ -392,7 +315,7 @@ class MlxTracker:
         self.resident = arrival.model
         self.loads.record(load)
 
-    def _bind(self, req: Request, episode: _Episode) -> None:
+    def _bind(self, req: Request, episode: Episode) -> None:
         episode.request = req
         arrival = episode.arrival
         if arrival is not None:
@@ -409,7 +332,7 @@ class MlxTracker:
         else:
             self._order = deque((r, episode if r is req else e) for r, e in self._order)
 
-    def _end_silent_streams(self, started: _Episode) -> None:
+    def _end_silent_streams(self, started: Episode) -> None:
         """`started` begins generating: from now on a token line could be its or another open request's. A running
         sequence gets one token per generation step until a new request is admitted, so one that wrote no token
         from before `started` arrived until it was admitted, for several steps, had already ended. A request whose
@@ -432,7 +355,7 @@ class MlxTracker:
             if step is not None and started.admitted_t - quiet_since >= SILENT_STEPS * step:
                 self._finish(e, last if not e.tokens_ambiguous else None)
 
-    def _finish(self, e: _Episode, end_t: float | None) -> None:
+    def _finish(self, e: Episode, end_t: float | None) -> None:
         if e.done:
             return
         e.done = True
@@ -442,64 +365,8 @@ class MlxTracker:
             self._unbound_episodes.remove(e)
         req = e.request
         if req is not None:
-            self._apply(req, e)
+            apply_facts(req, e, self.debug)
         self._drain()
-
-    def _apply(self, req: Request, e: _Episode) -> None:
-        n = e.facts.get("prefill_tokens")
-        req.prefill_tokens = n if isinstance(n, int) else None
-        refs = e.refs
-        if req.prefill_tokens is not None and "prefill" in refs:
-            req.cite("prefill_tokens", refs["prefill"])
-        arrival = e.arrival
-        arrival_t = arrival.t if arrival is not None else None
-        if e.usage is not None:
-            req.prompt_tokens = e.usage.prompt_tokens
-            req.prompt_tokens_source = "log"
-            req.cached_tokens = e.usage.cached_tokens
-            req.output_tokens = e.usage.completion_tokens
-            for fact in ("prompt_tokens", "cached_tokens", "output_tokens"):
-                req.cite(fact, refs["usage"])
-        elif not e.tokens_ambiguous and e.tokens and e.end_t is not None:
-            req.output_tokens = e.tokens
-            req.cite("output_tokens", refs["last"])
-        if req.prompt_tokens is not None and req.prefill_tokens is not None and req.cached_tokens is None:
-            req.cached_tokens = max(0, req.prompt_tokens - req.prefill_tokens)
-            req.cite("cached_tokens", refs["usage"])
-        if not e.tokens_ambiguous and e.first_token_t is not None and arrival_t is not None:
-            req.ttft_s = round(e.first_token_t - arrival_t, 6)
-            req.cite("ttft_s", refs["first"])
-            if e.tokens >= 2 and e.last_token_t is not None:
-                req.itl_s = round((e.last_token_t - e.first_token_t) / (e.tokens - 1), 6)
-                req.cite("itl_s", refs["last"])
-        if e.end_t is not None and arrival_t is not None and not e.tokens_ambiguous:
-            req.latency_s = round(e.end_t - arrival_t, 6)
-            req.cite("latency_s", refs.get("usage") or refs["last"])
-        self._say_why(req, e)
-
-    def _say_why(self, req: Request, e: _Episode) -> None:
-        """Why each fact the log could have given stays null (shown beside the fact, and in `--json`)."""
-        for fact, why in e.why.items():
-            if getattr(req, fact) is None:
-                req.unknown_because(fact, why)
-        if not self.debug:
-            for fact in ("prompt_tokens", "output_tokens", "ttft_s", "latency_s"):
-                req.unknown_because(fact, "not logged at INFO (DEBUG logs bodies, tokens and usage)")
-            # A switch is silent at INFO (no body names the model): a wait behind one is not "no wait".
-            req.cold_load = None
-            req.unknown_because("cold_load", "not logged at INFO: a model switch leaves no line without DEBUG")
-            return
-        shared = "ambiguous: its token lines could be another open request's"
-        if e.tokens_ambiguous:
-            for fact in ("output_tokens", "ttft_s", "itl_s", "latency_s"):
-                if getattr(req, fact) is None:
-                    req.unknown_because(fact, shared)
-        elif req.latency_s is None:
-            req.unknown_because("latency_s", "its end is not in the log (a stream's last token was never seen)")
-        if req.prompt_tokens is None and "prompt_tokens" not in e.why:
-            stream = e.arrival is not None and e.arrival.stream
-            req.unknown_because("prompt_tokens", "not logged for a stream (mlx_lm logs the usage of non-stream "
-                                "responses only)" if stream else "no usage block could be this request's")
 
     def _drain(self, force: bool = False) -> None:
         """Emit requests in access-line order as soon as the head is final."""

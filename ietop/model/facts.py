@@ -69,6 +69,10 @@ class RequestFacts:
         self._done: dict[int, dict[int | None, dict[str, Any]]] = {}
         """Facts of tasks already finished by their `total` line, for the `release` line that follows."""
 
+    def _parallel(self) -> bool:
+        slots = self.slots()
+        return slots is not None and slots > 1
+
     def slots(self) -> int | None:
         """How many requests a runner serves at once: the effective parallel of the last load, else the
         configured OLLAMA_NUM_PARALLEL; None when the log says neither."""
@@ -84,8 +88,9 @@ class RequestFacts:
         One slot serves one request at a time, so facts and access lines keep one order: the oldest fact in
         its lifetime is the request's (FIFO). With parallel slots, access lines come in completion order and
         a line names no request: a fact is the request's only when it is a runner task's (each request has
-        exactly one, and it is pushed when the task ends, just before its access line) and the only one in
-        the request's lifetime. Anything else is ambiguous, and stays null with the reason."""
+        exactly one, pushed when the task ends, just before its access line) and the only fact in the
+        request's lifetime, or a cache-slot line (logged as each request's slot starts) and the only one left
+        there. Anything else is ambiguous, and stays null with the reason."""
         facts = self._facts.get(src)
         slots = self.slots()
         if slots is not None and slots > 1 and bounded:
@@ -131,7 +136,7 @@ class RequestFacts:
         # dropped, until the queue's bound. What lies inside this lifetime belongs to no one provably.
         why = (f"ambiguous: {slots} parallel slots and {len(inside)} request line(s) in its lifetime; "
                "no line names its request" if len(inside) > 1 else
-               f"ambiguous: {slots} parallel slots; a truncation line names no request")
+               f"ambiguous: {slots} parallel slots; the line in its lifetime names no request")
         for fact in inside:
             for key in fact.data:
                 if key in CITED and getattr(req, key) is None:
@@ -176,7 +181,7 @@ class RequestFacts:
             into.start = into.start or start
             return
         fact = _Fact(t, data, {k: r for k, r in refs.items() if k in data}, task, start, new)
-        if merge_with_truncation and self._maybe_cut(facts, t, data):
+        if merge_with_truncation and self._parallel() and self._maybe_cut(facts, t, data):
             # Its n_tokens is the size after a cut, and which truncation was its cannot be told: the prompt's
             # real size is not known, nor whether it was cut.
             for key in ("prompt_tokens", "prompt_tokens_source", "cached_tokens"):

@@ -54,7 +54,7 @@ class Digest:
             return
         self.cold += bool(req.cold_load)
         self.cold_unknown += req.cold_load is None
-        self.truncated += req.truncated
+        self.truncated += bool(req.truncated)
         lat = req.latency_s
         if lat is not None:
             # Keep the record itself (bounded: ten of them) to show in the terminal report.

@@ -141,6 +141,10 @@ class RequestFacts:
             for key in fact.data:
                 if key in CITED and getattr(req, key) is None:
                     req.unknown_because(key, why)
+            if fact.data.get("truncated") and not req.truncated:
+                # A cut prompt in its lifetime that may be its own: "not truncated" would be a guess.
+                req.truncated = None
+                req.unknown_because("truncated", why)
             if len(inside) > 1 and fact.task:
                 facts.remove(fact)  # a task fact is pushed as its task ends: no later request can prove it either
 

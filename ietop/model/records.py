@@ -88,7 +88,8 @@ class Request:
     cold_load: bool | None = False
     """Waited for a model load; None when that cannot be known (MLX at INFO logs no model switch)."""
     load_s: float | None = None
-    truncated: bool = False
+    truncated: bool | None = False
+    """Its prompt was cut; None when a truncation line could be its or another open request's."""
     evidence: dict[str, Ref] | None = None
     """Fact name → the log line it rests on (None until a fact cites one: most requests are probes)."""
     unknown: dict[str, str] | None = None

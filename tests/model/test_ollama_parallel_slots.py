@@ -186,8 +186,8 @@ def wrong_facts(rows: list[Request], jobs: list[Job]) -> tuple[list[str], int, i
                 stated += 1
                 if got != value:
                     wrong.append(f"GIN line {row.ref.line}: {fact} {got}, truth {value}")
-        if row.truncated and not j.truncated:
-            wrong.append(f"GIN line {row.ref.line}: truncated, truth not")
+        if row.truncated is not None and row.truncated != j.truncated:  # None: unknown, with its reason
+            wrong.append(f"GIN line {row.ref.line}: truncated {row.truncated}, truth {j.truncated}")
     return wrong, stated, knowable
 
 

@@ -59,16 +59,16 @@ class Spool:
         path = os.path.join(self._dir.name, kind + ".jsonl")
         if not os.path.exists(path):
             return
+        # Few blobs get named, and most lines hold none of them: one search for any of them skips the rest.
+        named = re.compile("|".join(map(re.escape, self.aliases))) if self.aliases else None
         with open(path, encoding="utf-8") as f:
             for line in f:
-                yield self._named(line.rstrip("\n"))
+                line = line.rstrip("\n")
+                yield line if named is None or named.search(line) is None else self._named(line)
 
     def _named(self, line: str) -> str:
         """The line with each model field that holds a named blob replaced by the name (names.resolve)."""
         aliases = self.aliases
-        # Few blobs get named, and most lines hold none of them: a substring test skips the regex.
-        if not aliases or not any(blob in line for blob in aliases):
-            return line
 
         def name(m: re.Match[str]) -> str:
             value = json.loads(m.group(2))

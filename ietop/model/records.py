@@ -107,13 +107,20 @@ class Request:
             self.unknown = {}
         self.unknown[fact] = why
 
+    def cited(self) -> dict[str, Ref]:
+        """The stated facts that rest on a line other than the request's own (`ref`), and that line: what
+        `--json` writes as `facts_evidence`. Most requests are probes, whose only number is on their own line."""
+        if not self.evidence:
+            return {}
+        return {k: v for k, v in self.evidence.items() if getattr(self, k, None) is not None}
+
     def facts_evidence(self) -> dict[str, Ref]:
         """The line of every stated fact: what a fact cites, else, for the latency, the request's own access
         line (Ollama's GIN and the proxy print it there)."""
-        cited = dict(self.evidence) if self.evidence else {}
+        cited = self.cited()
         if self.latency_s is not None and "latency_s" not in cited:
             cited["latency_s"] = self.ref
-        return {k: v for k, v in cited.items() if getattr(self, k, None) is not None}
+        return cited
 
     def as_dict(self, paths: Sequence[str]) -> dict[str, Any]:
         return {
@@ -137,7 +144,7 @@ class Request:
             "load_s": self.load_s,
             "truncated": self.truncated,
             "source": {"path": paths[self.ref.src], "line": self.ref.line},
-            "facts_evidence": {k: {"path": paths[r.src], "line": r.line} for k, r in self.facts_evidence().items()},
+            "facts_evidence": {k: {"path": paths[r.src], "line": r.line} for k, r in self.cited().items()},
             "unknown": dict(self.unknown) if self.unknown else {},
         }
 
@@ -152,16 +159,14 @@ class Request:
             f'"output_tokens":{_js(self.output_tokens)},"ttft_s":{_js(self.ttft_s)},"itl_s":{_js(self.itl_s)},'
             f'"cold_load":{_js(self.cold_load)},"load_s":{_js(self.load_s)},"truncated":{_js(self.truncated)},'
             f'"source":{{"path":{_js(paths[self.ref.src])},"line":{self.ref.line}}},'
-            f'"facts_evidence":{self._evidence_json(paths)},"unknown":{self._unknown_json()}}}'
+            # Most requests (probes above all) cite nothing and know nothing unknown: no call for them.
+            f'"facts_evidence":{"{}" if self.evidence is None else self._evidence_json(paths)},'
+            f'"unknown":{"{}" if self.unknown is None else self._unknown_json()}}}'
         )
 
     def _evidence_json(self, paths: Sequence[str]) -> str:
-        if self.evidence is None:  # most requests, probes above all: at most the access line's latency
-            if self.latency_s is None:
-                return "{}"
-            return f'{{"latency_s":{{"path":{_js(paths[self.ref.src])},"line":{self.ref.line}}}}}'
         return "{" + ",".join(f'{_js(k)}:{{"path":{_js(paths[r.src])},"line":{r.line}}}'
-                              for k, r in self.facts_evidence().items()) + "}"
+                              for k, r in self.cited().items()) + "}"
 
     def _unknown_json(self) -> str:
         if not self.unknown:

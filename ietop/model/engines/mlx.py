@@ -4,11 +4,13 @@ One request is: (DEBUG) its body at arrival → (a silent model switch) → admi
 its access line (written at admission, not at the end) → `Prompt processing progress: p/N` → (DEBUG)
 one line per generated token → (DEBUG, non-stream) `Outgoing Response` with the usage block.
 
-Admissions are matched to access lines first in, first out; progress lines are matched by their
-denominator N (the uncached prompt size), which is all that separates concurrent requests; token lines
-and usage blocks are attributed only when exactly one request can own them. Where two requests could own
-a fact it is left unknown rather than guessed. One model is resident per process: a body naming another
-model than the resident one is an unload plus a load, whose cost is the arrival→admission gap.
+Bodies are matched to admissions in arrival order (the generation thread takes requests from a queue); an
+access line goes to the earliest admitted request of its endpoint (handlers admitted together write theirs
+in any order); progress lines are matched by their denominator N (the uncached prompt size), and requests
+admitted together whose lines cannot be told apart form a group; token lines and usage blocks are attributed
+only when exactly one request can own them. Where two requests could own a fact it is left unknown, with the
+reason, rather than guessed (mlx_episode.py). One model is resident per process: a body naming another model
+than the resident one is an unload plus a load, whose cost is the arrival→admission gap.
 """
 
 from __future__ import annotations

@@ -235,8 +235,20 @@ class Stats:
     events: dict[str, int] = field(default_factory=dict)
 
 
+PROFILES = ("mixed", "busy")
+"""`mixed`: every era, envelopes, DEBUG chains, a poller in half the sessions (the default). `busy`: one busy
+E5 (llama-server) server, bare lines at INFO, always polled by several health checkers (a probe pair every
+BUSY_POLL_S): ~90% GIN lines, most of them probes, llama-server slot lines per request, a few models, rare
+loads and truncations -- the shape of a day of a shared server."""
+BUSY_POLL_S = 2.0
+BUSY_POLL_CAP = 400
+
+
 class Generator:
-    def __init__(self, seed: int, size: int, out: BinaryIO) -> None:
+    def __init__(self, seed: int, size: int, out: BinaryIO, profile: str = "mixed") -> None:
+        self.busy = profile == "busy"
+        self.poll_every = BUSY_POLL_S if self.busy else 10.0
+        self.poll_cap = BUSY_POLL_CAP if self.busy else 40
         self.seed = seed
         self.size = size
         self.out = out
@@ -530,20 +542,25 @@ class Generator:
         """One `ollama serve` lifetime: startup, then model episodes, then a restart gap."""
         rng = self.rng
         frac = self.written / self.size
-        ei = bisect.bisect_right(ERA_START_FRAC, frac) - 1
+        ei = len(ERAS) - 1 if self.busy else bisect.bisect_right(ERA_START_FRAC, frac) - 1
         era = ERAS[ei]
         lo = ERA_START_FRAC[ei]
         hi = ERA_START_FRAC[ei + 1] if ei + 1 < len(ERAS) else 1.0
         versions = VERSIONS[era]
         vi = min(len(versions) - 1, int((frac - lo) / (hi - lo) * len(versions)))
+        if self.busy:
+            vi = len(versions) - 1
         self._session_defaults()
         self.era = era
         self.version = versions[vi]
         self.t = max(self.t, ERA_START_DATE[era].timestamp() + rng.uniform(0, 3600))
         self._sec = self._day = -1  # the zone/locale below change the cached strings
 
-        profile = rng.choices(("linux", "docker", "mac", "windows"), (45, 30, 12, 13))[0]
-        if profile == "linux":
+        profile = "busy" if self.busy else rng.choices(("linux", "docker", "mac", "windows"), (45, 30, 12, 13))[0]
+        if profile == "busy":
+            self.env = 0  # `ollama serve > ollama.log`: bare lines, the shape a big saved log has
+            self.tz, self.off_s = rng.choice((("Z", 0), ("-04:00", -4 * 3600)))
+        elif profile == "linux":
             self.env = 1 if rng.random() < 0.7 else 0
             self.tz, self.off_s = rng.choice((("Z", 0), ("+08:00", 8 * 3600), ("-04:00", -4 * 3600)))
             self.host = rng.choice(("gpu-box", "lena", "ollama", "pop-os"))
@@ -568,10 +585,10 @@ class Generator:
                 self.tz = ""  # some Windows builds printed no offset at all [S013]
             self.models_dir = "C:\\Users\\dev\\.ollama\\models"
             self.bin = "C:\\Users\\dev\\AppData\\Local\\Programs\\Ollama\\ollama.exe"
-        if self.env == 0 and rng.random() < 0.12:
+        if self.env == 0 and rng.random() < 0.12 and not self.busy:
             self.color = True  # foreground `ollama serve` on a TTY: ANSI-coloured GIN
-        self.debug = rng.random() < 0.3
-        self.poller = rng.random() < 0.5
+        self.debug = rng.random() < 0.3 and not self.busy
+        self.poller = rng.random() < 0.5 or self.busy
         self._p_head = self.probe_pool("head", "HEAD", "/", self.lat_head)
         self._p_ps = self.probe_pool("ps", "GET", "/api/ps", self.lat_ps)
         self._p_root = self.probe_pool("root", "GET", "/", self.lat_head)
@@ -729,8 +746,8 @@ class Generator:
         while True:
             te = times[0] if times else math.inf
             limit = te if te < end else end
-            if polls < 40 and nxt <= limit:
-                nxt, n = self.poll_run(nxt, limit, 40 - polls)
+            if polls < self.poll_cap and nxt <= limit:
+                nxt, n = self.poll_run(nxt, limit, self.poll_cap - polls)
                 polls += n
             elif te <= end:
                 self.t = max(self.t, te)
@@ -739,7 +756,7 @@ class Generator:
             else:
                 break
         self.t = max(self.t, end)
-        self.next_poll = nxt if nxt > end else end + self.rand() * 10
+        self.next_poll = nxt if nxt > end else end + self.rand() * self.poll_every
 
     def poll_run(self, nxt: float, limit: float, room: int) -> tuple[float, int]:
         """Open WebUI-style health checks, HEAD / then GET /api/tags every 10 s [S057], from
@@ -786,7 +803,7 @@ class Generator:
                     self._junk()
             self.t = t2
             n += 1
-            nxt += 10.0 + rand() * 0.05
+            nxt += self.poll_every + rand() * 0.05
         return nxt, n
 
     # ------------------------------------------------------------------ loading
@@ -1361,10 +1378,10 @@ class Generator:
         return Stats(lines=sum(kinds.values()), bytes=self.written, kinds=kinds, events=events)
 
 
-def generate(path: str, size: int, seed: int) -> tuple[Stats, int]:
+def generate(path: str, size: int, seed: int, profile: str = "mixed") -> tuple[Stats, int]:
     """Write the synthetic log; returns generated-line counts and how many were cut at the end."""
     with open(path, "wb") as f:
-        gen = Generator(seed, size, f)
+        gen = Generator(seed, size, f, profile)
         gen.label()
         while not gen.done:
             gen.session()
@@ -1384,16 +1401,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out", help="output path")
     ap.add_argument("--size", type=parse_size, default=parse_size("1G"), help="target size, e.g. 1G, 200M")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--profile", choices=PROFILES, default="mixed", help="mixed (default) or busy (see PROFILES)")
     ap.add_argument("--meta", help="write counts as JSON here (default: OUT.meta.json; '-' to skip)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    st, cut = generate(args.out, args.size, args.seed)
+    st, cut = generate(args.out, args.size, args.seed, args.profile)
     elapsed = time.perf_counter() - t0
     meta = {
         "synthetic": True,
         "generator": "bench/gen_ollama_log.py",
         "generator_sha256": source_digest(),
         "seed": args.seed,
+        "profile": args.profile,
         "requested_size": args.size,
         "bytes": os.path.getsize(args.out),
         "seconds": round(elapsed, 3),

@@ -37,13 +37,16 @@ def build_parser() -> argparse.ArgumentParser:
                                     "configured vs effective settings, latency percentiles.")
     an.add_argument("paths", nargs="+", metavar="PATH", help="log files; several are merged by time")
     out = an.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help="print the ietop.analyze/1 JSON document")
+    out.add_argument("--json", action="store_true", help="print the ietop.analyze/2 JSON document")
     an.add_argument("--csv", metavar="DIR", help="write one CSV table per entity into DIR")
     an.add_argument("--parquet", metavar="DIR", help="write one Parquet table per entity into DIR")
     an.add_argument("--since", metavar="TIME", help="ignore events before TIME (ISO-8601)")
     an.add_argument("--until", metavar="TIME", help="ignore events after TIME (ISO-8601)")
     an.add_argument("--engine", choices=["ollama", "vllm", "mlx", "proxy"],
                     help="skip detection: the logs are this engine's (proxy: an ietop proxy --jsonl file)")
+    an.add_argument("--all-requests", action="store_true",
+                    help="list every request, successful health checks too (by default they are counted "
+                         "per path and status in `probes`; this reads every line in Python: slower)")
     an.add_argument("--include-prompts", action="store_true",
                     help="include prompt text found in DEBUG logs (omitted by default: it is private)")
 
@@ -152,7 +155,7 @@ def _analyze(args: argparse.Namespace) -> int:
     from ietop.analyze.report import Analysis
 
     try:
-        an = Analysis(args.paths, args.engine, since, until, args.include_prompts)
+        an = Analysis(args.paths, args.engine, since, until, args.include_prompts, args.all_requests)
     except (SourceError, FormatError) as exc:
         print(f"ietop: error: {exc}", file=sys.stderr)
         return EXIT_RUNTIME

@@ -1,7 +1,9 @@
 """`ietop analyze`: run saved logs through the pipeline into a store, then write the report.
 
-The `--json` document follows the `ietop.analyze/1` contract in DESIGN.md. It is written by streaming
-the spooled records, so a report of millions of requests never sits in memory as one object.
+The `--json` document follows the `ietop.analyze/2` contract (README, "The JSON report"): `/1` listed every
+request; `/2` counts successful probes per source, method, path and status (`probes`) unless
+`--all-requests`. It is written by streaming the spooled records, so a report of millions of requests
+never sits in memory as one object.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from typing import IO, Any
 from ietop.analyze.spool import Spool
 from ietop.model.counters import Histograms, Window, since_start
 from ietop.model.hints import HintContext, HintEngine
+from ietop.model.probes import ProbeTable
 from ietop.model.records import Ref, Request, iso
 from ietop.model.store import SourcePaths, Store
-from ietop.pipeline.ingest import run_files
+from ietop.pipeline.ingest import FileInput, file_events, run_files
 
-SCHEMA = "ietop.analyze/1"
+SCHEMA = "ietop.analyze/2"
 LIST_KEYS = (("requests", "request"), ("loads", "load"), ("unloads", "unload"),
              ("truncations", "truncation"), ("errors", "error"), ("tasks", "task"),
              ("engine_stats", "stats"), ("preemptions", "preemption"))
@@ -35,6 +38,8 @@ class Digest:
     statuses: Counter[int] = field(default_factory=Counter)
     first: datetime | None = None
     last: datetime | None = None
+    first_t: float = float("inf")
+    last_t: float = float("-inf")
     cold: int = 0
     cold_unknown: int = 0
     """Inference requests whether they waited for a load cannot be known (MLX at INFO)."""
@@ -50,6 +55,8 @@ class Digest:
         if req.time is not None:
             self.first = self.first or req.time
             self.last = req.time
+            self.first_t = min(self.first_t, req.t_end)
+            self.last_t = max(self.last_t, req.t_end)
         if not req.inference:
             return
         self.cold += bool(req.cold_load)
@@ -64,13 +71,25 @@ class Digest:
             elif lat > self.slowest[0][0]:
                 heapq.heapreplace(self.slowest, item)
 
+    first_folded: str | None = None
+    last_folded: str | None = None
+
+    def fold(self, probes: ProbeTable) -> None:
+        """Count probes that never became records (the columnar reader's)."""
+        self.statuses.update(probes.statuses())
+        for row in probes.rows.values():
+            if row.first is not None and row.first_t < self.first_t:
+                self.first_t, self.first_folded = row.first_t, row.first
+            if row.last is not None and row.last_t > self.last_t:
+                self.last_t, self.last_folded = row.last_t, row.last
+
     @property
     def first_time(self) -> str | None:
-        return iso(self.first)
+        return self.first_folded or iso(self.first)
 
     @property
     def last_time(self) -> str | None:
-        return iso(self.last)
+        return self.last_folded or iso(self.last)
 
 
 def _plain(value: Any) -> Any:
@@ -88,7 +107,7 @@ class Analysis:
     """The result of analyzing a set of files. Call `close()` when done (removes the spool)."""
 
     def __init__(self, paths: Sequence[str], engine: str | None = None, since: float | None = None,
-                 until: float | None = None, include_prompts: bool = False) -> None:
+                 until: float | None = None, include_prompts: bool = False, all_requests: bool = False) -> None:
         self.paths = [str(p) for p in paths]
         self.store = Store(include_prompts=include_prompts)
         self.source_paths = SourcePaths(self.store)
@@ -99,8 +118,15 @@ class Analysis:
         self.spool.hooks.append(self.hint_engine.observe)
         self.store.set_sink(self.spool)
         self.include_prompts = include_prompts
+        self.probes = ProbeTable()
+        folded = ProbeTable()
+        if not all_requests:
+            self.spool.probes = self.probes
         try:
-            run_files(self.store, self.paths, engine, since, until)
+            run_files(self.store, self.paths, engine, since, until,
+                      self._stream(folded) if not all_requests and since is None and until is None else file_events)
+            self.digest.fold(folded)
+            self.probes.merge(folded)
             self.hints = self.hint_engine.evaluate(self.hint_context())
             for hint in self.hints:
                 self.spool("hint", hint)
@@ -111,6 +137,17 @@ class Analysis:
         # Every output reads the records back through the spool: named by what the whole of the logs said,
         # as the dashboard names them (ietop.model.names.resolve).
         self.spool.aliases = self.store.loads.aliases
+
+    @staticmethod
+    def _stream(folded: ProbeTable) -> Any:
+        """The columnar reader where an engine has one (probes folded into `folded`), else the per-line one.
+        With --since/--until every log is read line by line: a probe's place in the window needs its time."""
+        from ietop.pipeline.bulk.stream import bulk_file_events, foldable
+
+        def stream(inp: FileInput) -> Any:
+            return bulk_file_events(inp, folded) if foldable(inp) else file_events(inp)
+
+        return stream
 
     def sources(self) -> list[dict[str, Any]]:
         return [
@@ -170,10 +207,12 @@ class Analysis:
         return (since_start(latest), "since start") if latest is not None else (window.total.histograms, "")
 
     def write_json(self, out: IO[str]) -> None:
-        """Write the whole `ietop.analyze/1` document to `out`."""
+        """Write the whole `ietop.analyze/2` document to `out`."""
         dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-        out.write('{"schema":"ietop.analyze/1","sources":')
+        out.write(f'{{"schema":"{SCHEMA}","sources":')
         out.write(dumps(self.sources()))
+        out.write(',"probes":')
+        out.write(dumps(self.probes.as_list(self.source_paths)))
         for key, kind in LIST_KEYS:
             out.write(f',"{key}":[')
             first = True

@@ -17,6 +17,7 @@ from json.encoder import encode_basestring
 from typing import IO, Any
 
 from ietop.model.names import resolve
+from ietop.model.probes import ProbeTable, is_probe
 
 KINDS = ("request", "load", "unload", "truncation", "error", "task", "prompt", "stats", "preemption", "hint")
 # A record's model fields as written here (`"model":"sha256-…"`, a load's trigger request's too). A quote
@@ -36,10 +37,16 @@ class Spool:
         self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
         self.aliases: Mapping[str, str] = {}
         """Blob → model name (the store's LoadTracker.aliases), applied as records are read back."""
+        self.probes: ProbeTable | None = None
+        """Where successful probes are counted instead of spooled (`ietop.analyze/2`); None lists them."""
 
     def __call__(self, kind: str, record: Any) -> None:
         for hook in self.hooks:
             hook(kind, record)
+        if kind == "request" and self.probes is not None and is_probe(record.method, record.status,
+                                                                       record.inference):
+            self.probes.add_request(record)
+            return
         f = self._files.get(kind)
         if f is None:
             f = self._files[kind] = open(  # noqa: SIM115 - kept open for the life of the spool

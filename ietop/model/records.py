@@ -2,7 +2,7 @@
 
 They are mutable while the store can still join them (a load learns its trigger request after the
 request's access line arrives, which is after the load completed); once the store finalizes a record it
-hands it to a sink and never touches it again. ``as_dict`` gives the `ietop.analyze/1` JSON shape.
+hands it to a sink and never touches it again. ``as_dict`` gives the `ietop.analyze/2` JSON shape.
 """
 
 from __future__ import annotations

@@ -280,12 +280,14 @@ def run_files(
     engine: str | None = None,
     since: float | None = None,
     until: float | None = None,
+    stream: Stream = file_events,
 ) -> list[FileInput]:
-    """Analyze files into `store`; returns the inputs (with line counts). Raises SourceError/FormatError."""
+    """Analyze files into `store`; returns the inputs (with line counts). Raises SourceError/FormatError.
+    `stream` reads each log (file_events, or the columnar reader of ietop.pipeline.bulk)."""
     inputs = open_inputs(store, paths, engine)
     store.apply_all(
         (src, t if t != float("-inf") else 0.0, event)
-        for t, src, _seq, event in merged_events(inputs)
+        for t, src, _seq, event in merged_events(inputs, stream)
         if (since is None or t >= since) and (until is None or t <= until)
     )
     store.flush()

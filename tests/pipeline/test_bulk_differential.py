@@ -1,0 +1,89 @@
+"""The columnar core states the same facts as the per-line path.
+
+Every fixture log (Ollama, vLLM, MLX) and a synthetic multi-era log (bench/gen_ollama_log.py, both profiles)
+is analyzed twice: with `--all-requests` (every line through the engine's parser, every request listed, as
+`ietop.analyze/1` did) and by default (probe lines folded in polars, counted in `probes`). Apart from the
+folding, the two documents must be equal: requests, loads, unloads, truncations, errors, tasks, stats,
+config, metrics, latency, counts, hints, sources. The folded probes must count exactly the listed ones.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ietop.analyze.report import Analysis
+from ietop.model.probes import is_probe
+from ietop.pipeline.bulk import lines as bulk_lines
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = sorted(
+    p for p in (REPO / "fixtures").rglob("*")
+    if p.is_file() and p.suffix in (".log", ".txt", ".stderr", ".jsonl") and "README" not in p.name
+    and "INDEX" not in p.name
+)
+
+
+def _document(paths: list[str], all_requests: bool) -> dict[str, Any] | None:
+    try:
+        an = Analysis(paths, all_requests=all_requests)
+    except Exception as exc:  # a file analyze refuses is refused by both paths alike
+        return {"refused": type(exc).__name__ + str(exc)}
+    try:
+        out = io.StringIO()
+        an.write_json(out)
+        return json.loads(out.getvalue())  # type: ignore[no-any-return]
+    finally:
+        an.close()
+
+
+def _probe_key(req: dict[str, Any]) -> tuple[str, str, str, int]:
+    return (req["source"]["path"], req["method"], req["path"], req["status"])
+
+
+def assert_same_facts(paths: list[str]) -> int:
+    """Analyze both ways and compare; returns how many probes were folded."""
+    old = _document(paths, all_requests=True)
+    new = _document(paths, all_requests=False)
+    assert old is not None and new is not None
+    if "refused" in old:
+        assert new == old
+        return 0
+    listed = [r for r in old["requests"] if not is_probe(r["method"], r["status"], r["inference"])]
+    folded = Counter(_probe_key(r) for r in old["requests"] if is_probe(r["method"], r["status"], r["inference"]))
+    assert new["requests"] == listed
+    assert {(p["source"], p["method"], p["path"], p["status"]): p["count"] for p in new["probes"]} == dict(folded)
+    assert old["probes"] == []
+    for key in old:
+        if key not in ("requests", "probes"):
+            assert new[key] == old[key], key
+    return sum(folded.values())
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: str(p.relative_to(REPO / "fixtures")))
+def test_fixture_same_facts(path: Path) -> None:
+    assert_same_facts([str(path)])
+
+
+def test_all_ollama_fixtures_merged_same_facts() -> None:
+    """Several logs at once: the merge by time sees the folded counts where it saw the probes."""
+    paths = [str(p) for p in FIXTURES if p.parent.name == "ollama"][:12]
+    assert_same_facts(paths)
+
+
+@pytest.mark.parametrize("profile", ["mixed", "busy"])
+def test_synthetic_same_facts(tmp_path: Path, profile: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A synthetic log (every era, envelopes, junk, invalid UTF-8; or a busy E5 server), read in small windows
+    so that segments, offsets and probe runs cross window edges many times."""
+    log = tmp_path / f"{profile}.log"
+    subprocess.run([sys.executable, str(REPO / "bench" / "gen_ollama_log.py"), str(log), "--size", "3M",
+                    "--seed", "7", "--profile", profile, "--meta", "-"], check=True, capture_output=True)
+    monkeypatch.setattr(bulk_lines, "WINDOW", 256 << 10)
+    assert assert_same_facts([str(log)]) > 1000

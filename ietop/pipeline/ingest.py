@@ -217,30 +217,50 @@ def file_year(path: str) -> int | None:
         return None
 
 
-def file_events(inp: FileInput) -> Iterator[tuple[float, int, int, Event]]:
-    """(t, src, seq, event) for one file. A line without a time takes the last time seen before it."""
+@dataclass(slots=True)
+class Clock:
+    """A reader's running clock: the latest time seen and the events numbered so far."""
+
+    last_t: float = float("-inf")
+    seq: int = 0
+
+
+Item = tuple[float, int, int, Event]
+
+
+def sequenced(src: int, batches: Iterator[list[Event]], clock: Clock) -> Iterator[Item]:
+    """(t, src, seq, event) for the events of `batches`, in order. A line without a time takes the last time
+    seen before it."""
+    last_t, seq = clock.last_t, clock.seq
+    try:
+        for events in batches:
+            for event in events:
+                ts = event.ts
+                if ts is not None:
+                    t = epoch(ts)
+                    # Interleaved writers jitter by milliseconds; never let one line reorder the stream.
+                    last_t = t if t > last_t else last_t
+                seq += 1
+                yield (last_t, src, seq, event)
+    finally:
+        clock.last_t, clock.seq = last_t, seq
+
+
+def file_events(inp: FileInput) -> Iterator[Item]:
+    """(t, src, seq, event) for one file, every line through the parser."""
     parser = inp.parser
-    src = inp.src
-    last_t = float("-inf")
-    seq = 0
-    n = 0
-    for raw in chain.from_iterable(split_texts(read_chunks(inp.path))):
-        n += 1
-        text, _kind, env_ts = strip_inner(raw)
-        if not text:
-            continue
-        for event in parser.parse(n, text, env_ts):
-            ts = event.ts
-            if ts is not None:
-                t = epoch(ts)
-                # Interleaved writers jitter by milliseconds; never let one line reorder the stream.
-                last_t = t if t > last_t else last_t
-            seq += 1
-            yield (last_t, src, seq, event)
-    for event in flush_events(parser):
-        seq += 1
-        yield (last_t, src, seq, event)
-    inp.lines = n
+
+    def batches() -> Iterator[list[Event]]:
+        n = 0
+        for raw in chain.from_iterable(split_texts(read_chunks(inp.path))):
+            n += 1
+            text, _kind, env_ts = strip_inner(raw)
+            if text:
+                yield parser.parse(n, text, env_ts)
+        inp.lines = n
+        yield flush_events(parser)
+
+    return sequenced(inp.src, batches(), Clock())
 
 
 def flush_events(parser: LineParser) -> list[Event]:

@@ -99,6 +99,12 @@ class OllamaParser(GinReader):
         self._raw_seen: dict[str, Meaning] = {}
 
     @property
+    def server(self) -> llamacpp.ServerLineState:
+        """The llama-server line state (the task id a continuation line inherits): the one state a reader
+        that skips llama-server lines giving no event (ietop.pipeline.bulk) must carry over itself."""
+        return self._server
+
+    @property
     def era(self) -> str | None:
         """The era named by the version line, else the newest era whose line shapes were seen."""
         if self.version is not None and (era := era_of_version(self.version)) is not None:

@@ -23,18 +23,43 @@ PROBE_RE = (
     r'^\[GIN\] [0-9]{4}/[0-9]{2}/[0-9]{2} - (?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9] \| [123][0-9][0-9] \| *'
     r'(?:[0-9][0-9.]*(?:s|ms|µs|μs|us|ns)|[!-{}~µμ]+) \| *[!-{}~]* \| (?:GET|HEAD) +"[^"\\|]*"$'
 )
-_UNITS = (("ms", 1e-3), ("µs", 1e-6), ("μs", 1e-6), ("us", 1e-6), ("ns", 1e-9), ("s", 1.0))
+_UNITS = {"ms": 1e-3, "µs": 1e-6, "μs": 1e-6, "us": 1e-6, "ns": 1e-9}
+"""A latency's last two characters → its unit; any other pair ends in `s` (`1.5s`, `0s`): seconds."""
+
+# llama-server's per-request lines that parse to no event (parse_server_line() returns [] for them): the slot
+# picked, the sampler chain, "processing task", cache trims, the timing header, "all slots are idle". Their
+# only effect on the parser is the task id a continuation line inherits (ServerLineState.last_task) and the
+# E5 era they show; the reader applies both. The pattern is _SERVER_RE's, with ASCII digits; a line holding
+# one of the words parse_server_line() looks for, a star, an ESC, `]:` or a trailing `>`/CR (which
+# strip_inner() might act on) is left to the parser.
+SERVER_PREFIXES = ("slot ", "srv ", "que ", "cmn ")
+SERVER_RE = r"^(?:slot|srv|que|cmn)\s+[^:]+?:\s+(?:id\s+(-?[0-9]+) \| task (-?[0-9]+) \| )?.*$"
+SERVER_WORDS = ("new prompt", "prompt processing", " time =", "stop processing", "*", "\x1b", "]:")
 
 
 def _latency(col: pl.Expr) -> pl.Expr:
     """Seconds of a one-unit Go duration (`52.021µs`), null for any other (`1m2.5s`)."""
-    text = col.str.strip_chars()
+    text = col.str.strip_chars_start(" ")
     number = text.str.strip_chars_end("nmuµμs").cast(pl.Float64, strict=False)
-    unit: Any = pl.when(text.str.ends_with(_UNITS[0][0])).then(_UNITS[0][1])
-    for suffix, seconds in _UNITS[1:]:
-        unit = unit.when(text.str.ends_with(suffix)).then(seconds)
-    result: pl.Expr = number * unit.otherwise(None)
-    return result
+    unit = text.str.slice(-2).replace_strict(_UNITS, default=1.0, return_dtype=pl.Float64)
+    return number * unit
+
+
+def inert(lines: pl.Series) -> pl.DataFrame:
+    """One row per llama-server line that gives no event: `row`, `task` (the id it sets as the last task, null
+    when it sets none: no id, or a negative one)."""
+    line = pl.col("line")
+    frame = pl.DataFrame({"line": lines}).with_row_index("row")
+    starts: Any = line.str.starts_with(SERVER_PREFIXES[0])
+    for prefix in SERVER_PREFIXES[1:]:
+        starts = starts | line.str.starts_with(prefix)
+    found = frame.filter(starts & ~line.str.contains_any(list(SERVER_WORDS)) & ~line.str.ends_with(">")
+                         & ~line.str.ends_with("\r") & line.str.contains(SERVER_RE))
+    task = found["line"].str.extract(SERVER_RE, 2).cast(pl.Int64, strict=False)
+    # An id the parser reads (any Unicode digit) but this pattern does not: leave the line to the parser.
+    unsure = task.is_null() & found["line"].str.contains("| task ", literal=True)
+    return pl.DataFrame({"row": found["row"], "task": task}).filter(~unsure).with_columns(
+        task=pl.when(pl.col("task") >= 0).then(pl.col("task")))
 
 
 def probes(lines: pl.Series) -> pl.DataFrame:

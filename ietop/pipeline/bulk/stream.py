@@ -40,16 +40,18 @@ def foldable(inp: FileInput) -> bool:
     return inp.engine == "ollama"
 
 
-def bulk_file_events(inp: FileInput, table: ProbeTable,
-                     on_bytes: Callable[[int], None] | None = None) -> Iterator[Item]:
+def bulk_file_events(inp: FileInput, table: ProbeTable, on_bytes: Callable[[int], None] | None = None,
+                     ring: list[tuple[int, str] | None] | None = None) -> Iterator[Item]:
     """(t, src, seq, event) for one Ollama log; probes counted into `table` and into AccessCount events.
-    `on_bytes(n)`, when given, is told the size of each window read (progress)."""
+    `on_bytes(n)`, when given, is told the size of each window read (progress); `ring`, when given, gets
+    each parsed line that gave events at `ring[line % len(ring)] = (line, text)` (the dashboard's evidence,
+    ietop.pipeline.feeds.Evidence)."""
     parser = cast(OllamaParser, inp.parser)  # foldable(): only Ollama logs come here
     clock = Clock()
     base = 0
     for data in windows(read_chunks(inp.path)):
         lines = window_lines(data)
-        yield from sequenced(inp.src, _window_batches(parser, inp.src, lines, base, table), clock)
+        yield from sequenced(inp.src, _window_batches(parser, inp.src, lines, base, table, ring), clock)
         base += len(lines)
         if on_bytes is not None:
             on_bytes(len(data))
@@ -57,8 +59,8 @@ def bulk_file_events(inp: FileInput, table: ProbeTable,
     inp.lines = base
 
 
-def _window_batches(parser: OllamaParser, src: int, lines: pl.Series, base: int,
-                    table: ProbeTable) -> Iterator[list[Event]]:
+def _window_batches(parser: OllamaParser, src: int, lines: pl.Series, base: int, table: ProbeTable,
+                    ring: list[tuple[int, str] | None] | None) -> Iterator[list[Event]]:
     """The window's events in file order, one list per parsed line or per segment of probes."""
     probes = ollama.probes(lines)
     quiet = ollama.inert(lines)
@@ -81,7 +83,10 @@ def _window_batches(parser: OllamaParser, src: int, lines: pl.Series, base: int,
         text, _kind, env_ts = strip_inner(raw)
         if not text:
             continue
-        parsed.append((k, parser.parse(base + row + 1, text, env_ts)))
+        events = parser.parse(base + row + 1, text, env_ts)
+        parsed.append((k, events))
+        if events and ring is not None:
+            ring[(base + row + 1) % len(ring)] = (base + row + 1, raw)
         if parser.offset != offsets[-1][1]:
             offsets.append((k, parser.offset))
     task = tasks.get(len(rest))

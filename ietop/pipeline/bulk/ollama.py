@@ -36,6 +36,17 @@ SERVER_PREFIXES = ("slot ", "srv ", "que ", "cmn ")
 SERVER_RE = r"^(?:slot|srv|que|cmn)\s+[^:]+?:\s+(?:id\s+(-?[0-9]+) \| task (-?[0-9]+) \| )?.*$"
 SERVER_WORDS = ("new prompt", "prompt processing", " time =", "stop processing", "*", "\x1b", "]:")
 
+# The envelopes strip_inner() takes off an access line in one step, then stops (the rest starts with "["):
+# `docker logs -t`, journald's short form, a compose service column — its own patterns (_DOCKER_TS,
+# _JOURNALD, _COMPOSE in parsers.text.envelope), in the order it tries them and under the conditions it
+# tries them: a line that starts like a date (`2024-05-…`) is only ever docker's; journald needs a `]:`, no
+# leading `[`, `{`, `time=` or space; compose is what journald did not take.
+DOCKER_ENV = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?Z "
+DATE_LIKE = r"^[0-9]...-..-"
+OTHER_START = r"^(?:[\[{\s\x1c-\x1f]|time=)"
+JOURNALD_ENV = r"^[^ ]+(?: +\d{1,2})? +\d\d:\d\d:\d\d(?:\.\d+)? +(?:[^ ]+ +)?[^ \[]+\[\d+\]: ?"
+COMPOSE_ENV = r"^[A-Za-z0-9][\w.\-]* +\| "
+
 
 def _latency(col: pl.Expr) -> pl.Expr:
     """Seconds of a one-unit Go duration (`52.021µs`), null for any other (`1m2.5s`)."""
@@ -54,12 +65,28 @@ def inert(lines: pl.Series) -> pl.DataFrame:
     for prefix in SERVER_PREFIXES[1:]:
         starts = starts | line.str.starts_with(prefix)
     found = frame.filter(starts & ~line.str.contains_any(list(SERVER_WORDS)) & ~line.str.ends_with(">")
-                         & ~line.str.ends_with("\r") & line.str.contains(SERVER_RE))
+                         & ~line.str.ends_with("\r") & ~line.str.contains(COMPOSE_ENV) & line.str.contains(SERVER_RE))
     task = found["line"].str.extract(SERVER_RE, 2).cast(pl.Int64, strict=False)
     # An id the parser reads (any Unicode digit) but this pattern does not: leave the line to the parser.
     unsure = task.is_null() & found["line"].str.contains("| task ", literal=True)
     return pl.DataFrame({"row": found["row"], "task": task}).filter(~unsure).with_columns(
         task=pl.when(pl.col("task") >= 0).then(pl.col("task")))
+
+
+def _unwrapped(framed: pl.DataFrame) -> pl.DataFrame:
+    """The access lines inside one envelope: `line` is the inner line, as strip_inner() would leave it."""
+    if not len(framed):
+        return framed
+    line = pl.col("line")
+    docker = line.str.contains(DOCKER_ENV)
+    journald = (~line.str.contains(DATE_LIKE) & ~line.str.contains(OTHER_START)
+                & line.str.contains("]:", literal=True) & line.str.contains(JOURNALD_ENV))
+    compose = (~line.str.contains(DATE_LIKE) & ~line.str.contains(OTHER_START) & ~journald
+               & line.str.contains(COMPOSE_ENV))
+    inner = (pl.when(docker).then(line.str.replace(DOCKER_ENV, ""))
+             .when(journald).then(line.str.replace(JOURNALD_ENV, ""))
+             .when(compose).then(line.str.replace(COMPOSE_ENV, "")))
+    return framed.with_columns(inner.alias("line")).filter(line.str.starts_with(TAG))
 
 
 def probes(lines: pl.Series) -> pl.DataFrame:
@@ -68,8 +95,11 @@ def probes(lines: pl.Series) -> pl.DataFrame:
     null for a compound Go duration such as `1m2.5s` or an unpadded column, which only the per-line path reads)."""
     line = pl.col("line")
     frame = pl.DataFrame({"line": lines}).with_row_index("row")
-    found = frame.filter(line.str.starts_with(TAG) & ~line.str.contains("*", literal=True)
-                         & ~line.str.contains("\x1b", literal=True) & line.str.contains(PROBE_RE))
+    tagged = frame.filter(line.str.contains(TAG, literal=True) & ~line.str.contains("*", literal=True)
+                          & ~line.str.contains("\x1b", literal=True))
+    bare = line.str.starts_with(TAG)
+    inner = pl.concat([tagged.filter(bare), _unwrapped(tagged.filter(~bare))])
+    found = inner.filter(line.str.contains(PROBE_RE))
     padded = line.str.slice(49, 3) == " | "
     return found.select(
         "row",

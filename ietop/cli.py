@@ -154,8 +154,17 @@ def _analyze(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     from ietop.analyze.report import Analysis
 
+    # Progress where someone watches: stderr a terminal, and stdout not the JSON document nor piped away.
+    watched = sys.stderr.isatty() and not args.json and (sys.stdout.isatty() or args.csv or args.parquet)
     try:
-        an = Analysis(args.paths, args.engine, since, until, args.include_prompts, args.all_requests)
+        if watched:
+            from ietop.analyze.progress import ReadProgress, plain_size
+
+            with ReadProgress(plain_size(args.paths)) as progress:
+                an = Analysis(args.paths, args.engine, since, until, args.include_prompts, args.all_requests,
+                              progress)
+        else:
+            an = Analysis(args.paths, args.engine, since, until, args.include_prompts, args.all_requests)
     except (SourceError, FormatError) as exc:
         print(f"ietop: error: {exc}", file=sys.stderr)
         return EXIT_RUNTIME

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import IO, Any
@@ -22,7 +22,7 @@ from ietop.model.hints import HintContext, HintEngine
 from ietop.model.probes import ProbeTable
 from ietop.model.records import Ref, Request, iso
 from ietop.model.store import SourcePaths, Store
-from ietop.pipeline.ingest import FileInput, file_events, run_files
+from ietop.pipeline.ingest import FileInput, Item, Stream, file_events, run_files
 
 SCHEMA = "ietop.analyze/2"
 LIST_KEYS = (("requests", "request"), ("loads", "load"), ("unloads", "unload"),
@@ -107,7 +107,9 @@ class Analysis:
     """The result of analyzing a set of files. Call `close()` when done (removes the spool)."""
 
     def __init__(self, paths: Sequence[str], engine: str | None = None, since: float | None = None,
-                 until: float | None = None, include_prompts: bool = False, all_requests: bool = False) -> None:
+                 until: float | None = None, include_prompts: bool = False, all_requests: bool = False,
+                 on_read: Callable[[int, int], None] | None = None) -> None:
+        """`on_read(bytes, lines)`: told what each window or chunk read held (a progress display)."""
         self.paths = [str(p) for p in paths]
         self.store = Store(include_prompts=include_prompts)
         self.source_paths = SourcePaths(self.store)
@@ -123,8 +125,8 @@ class Analysis:
         if not all_requests:
             self.spool.probes = self.probes
         try:
-            run_files(self.store, self.paths, engine, since, until,
-                      self._stream(folded) if not all_requests and since is None and until is None else file_events)
+            fold = not all_requests and since is None and until is None
+            run_files(self.store, self.paths, engine, since, until, self._stream(folded, fold, on_read))
             self.digest.fold(folded)
             self.probes.merge(folded)
             self.hints = self.hint_engine.evaluate(self.hint_context())
@@ -139,13 +141,16 @@ class Analysis:
         self.spool.aliases = self.store.loads.aliases
 
     @staticmethod
-    def _stream(folded: ProbeTable) -> Any:
+    def _stream(folded: ProbeTable, fold: bool, on_read: Callable[[int, int], None] | None) -> Stream:
         """The columnar reader where an engine has one (probes folded into `folded`), else the per-line one.
-        With --since/--until every log is read line by line: a probe's place in the window needs its time."""
+        With --since/--until every log is read line by line: whether a folded probe is in the window would
+        depend on the time of the lines before it (a line without a time takes the last one seen)."""
         from ietop.pipeline.bulk.stream import bulk_file_events, foldable
 
-        def stream(inp: FileInput) -> Any:
-            return bulk_file_events(inp, folded) if foldable(inp) else file_events(inp)
+        def stream(inp: FileInput) -> Iterator[Item]:
+            if fold and foldable(inp):
+                return bulk_file_events(inp, folded, on_read)
+            return file_events(inp, on_read)
 
         return stream
 

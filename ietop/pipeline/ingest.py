@@ -246,13 +246,20 @@ def sequenced(src: int, batches: Iterator[list[Event]], clock: Clock) -> Iterato
         clock.last_t, clock.seq = last_t, seq
 
 
-def file_events(inp: FileInput) -> Iterator[Item]:
-    """(t, src, seq, event) for one file, every line through the parser."""
+def file_events(inp: FileInput, on_read: Callable[[int, int], None] | None = None) -> Iterator[Item]:
+    """(t, src, seq, event) for one file, every line through the parser. `on_read(bytes, lines)`, when given,
+    is told what each chunk read held (progress)."""
     parser = inp.parser
+
+    def chunks() -> Iterator[bytes]:
+        for chunk in read_chunks(inp.path):
+            if on_read is not None:
+                on_read(len(chunk), chunk.count(b"\n"))
+            yield chunk
 
     def batches() -> Iterator[list[Event]]:
         n = 0
-        for raw in chain.from_iterable(split_texts(read_chunks(inp.path))):
+        for raw in chain.from_iterable(split_texts(chunks())):
             n += 1
             text, _kind, env_ts = strip_inner(raw)
             if text:

@@ -40,10 +40,10 @@ def foldable(inp: FileInput) -> bool:
     return inp.engine == "ollama"
 
 
-def bulk_file_events(inp: FileInput, table: ProbeTable, on_bytes: Callable[[int], None] | None = None,
+def bulk_file_events(inp: FileInput, table: ProbeTable, on_read: Callable[[int, int], None] | None = None,
                      ring: list[tuple[int, str] | None] | None = None) -> Iterator[Item]:
     """(t, src, seq, event) for one Ollama log; probes counted into `table` and into AccessCount events.
-    `on_bytes(n)`, when given, is told the size of each window read (progress); `ring`, when given, gets
+    `on_read(bytes, lines)`, when given, is told what each window held (progress); `ring`, when given, gets
     each parsed line that gave events at `ring[line % len(ring)] = (line, text)` (the dashboard's evidence,
     ietop.pipeline.feeds.Evidence)."""
     parser = cast(OllamaParser, inp.parser)  # foldable(): only Ollama logs come here
@@ -53,8 +53,8 @@ def bulk_file_events(inp: FileInput, table: ProbeTable, on_bytes: Callable[[int]
         lines = window_lines(data)
         yield from sequenced(inp.src, _window_batches(parser, inp.src, lines, base, table, ring), clock)
         base += len(lines)
-        if on_bytes is not None:
-            on_bytes(len(data))
+        if on_read is not None:
+            on_read(len(data), len(lines))
     yield from sequenced(inp.src, iter((flush_events(parser),)), clock)
     inp.lines = base
 

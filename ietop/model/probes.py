@@ -65,9 +65,10 @@ class ProbeTable:
         if row is None:
             row = self.rows[(src, method, path, status)] = ProbeRow()
         row.count += count
+        # A time is infinite when none of the group's lines had one (a vLLM log before its first record).
         if first_t < row.first_t:
             row.first_t, row.first = first_t, iso_at(first_t, offset)
-        if last_t >= row.last_t:
+        if last_t >= row.last_t and last_t > float("-inf"):
             row.last_t, row.last = last_t, iso_at(last_t, offset)
         row.latency_sum += latency_sum
         row.latency_n += latency_n

@@ -95,6 +95,24 @@ class VllmParser:
         self._served: str | None = None  # the name clients and /metrics use (`served_model_name`)
         self._reported: deque[str] = deque(maxlen=4)  # exception texts of recent record tracebacks
 
+    # -- what a reader that skips successful health-check access lines (ietop.pipeline.bulk) must know --------
+    @property
+    def last_ts(self) -> datetime | None:
+        """The time an access line would take now (uvicorn prints none: the last record's)."""
+        return self._last_ts
+
+    def access_acts(self) -> bool:
+        """Whether an access line read now would change this parser: it ends a raw error's message and an
+        indented block. When it would not, skipping it changes nothing but the request it is."""
+        pending = self._pending
+        return self._ctx or (pending is not None and pending.raw and not pending.in_tb)
+
+    def saw_process(self, proc: str) -> None:
+        """A `(APIServer pid=N) ` prefix: the V1 engine core's own process; both names came with V1's prefix
+        (~0.10.1). Also what a reader that skips such a line must tell the parser."""
+        if proc.startswith(("EngineCore", "APIServer")):
+            self._saw(2)
+
     @property
     def era(self) -> str | None:
         """"vLLM V0", "vLLM V1" or "vLLM V1 0.32+" from the shapes seen and the version; None before any."""
@@ -135,8 +153,7 @@ class VllmParser:
         rest = text
         if text[0] == "(" and (pm := _PREFIX_RE.match(text)) is not None:
             proc, rest = pm.group(1), text[pm.end():]
-            if proc.startswith(("EngineCore", "APIServer")):
-                self._saw(2)  # the V1 engine core's own process; both names came with V1's prefix (~0.10.1)
+            self.saw_process(proc)
             if not rest.strip():
                 return []  # a bare prefix: the process printed an empty line
         if rest[:1] in ("D", "I", "W", "E", "C") and (rm := _RECORD_RE.match(rest)) is not None:

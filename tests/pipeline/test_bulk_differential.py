@@ -87,3 +87,33 @@ def test_synthetic_same_facts(tmp_path: Path, profile: str, monkeypatch: pytest.
                     "--seed", "7", "--profile", profile, "--meta", "-"], check=True, capture_output=True)
     monkeypatch.setattr(bulk_lines, "WINDOW", 256 << 10)
     assert assert_same_facts([str(log)]) > 1000
+
+
+# SYNTHETIC (edge cases): vLLM health checks where the line would change the parser — inside a raw
+# exception's message, after an indented block, under a process prefix, before any record's time.
+_VLLM_EDGES = """\
+INFO:     127.0.0.1:50001 - "GET /health HTTP/1.1" 200 OK
+INFO 11-30 14:26:45 [api_server.py:1] vLLM API server version 0.11.0
+INFO:     127.0.0.1:50001 - "GET /health HTTP/1.1" 200 OK
+Traceback (most recent call last):
+  File "/usr/lib/python3/dist-packages/vllm/worker.py", line 10, in run
+    raise RuntimeError("boom")
+RuntimeError: CUDA error: an illegal memory access was encountered
+INFO:     127.0.0.1:50001 - "GET /health HTTP/1.1" 200 OK
+the exception's message goes on here
+INFO:     127.0.0.1:50001 - "GET /metrics HTTP/1.1" 200 OK
+ERROR 11-30 14:26:50 [core.py:2] EngineCore failed to start.
+INFO:     127.0.0.1:50001 - "GET /health HTTP/1.1" 200 OK
+    an indented line after the access line
+(APIServer pid=7) INFO:     127.0.0.1:50002 - "GET /v1/models HTTP/1.1" 200 OK
+INFO 11-30 14:26:55 [loggers.py:3] Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%, Prefix cache hit rate: 0.0%
+INFO:     127.0.0.1:50001 - "GET /health HTTP/1.1" 503 Service Unavailable
+INFO:     127.0.0.1:50003 - "POST /v1/completions HTTP/1.1" 200 OK
+INFO:     127.0.0.1:50001 - "HEAD /health HTTP/1.1" 200 OK
+"""
+
+
+def test_vllm_probes_where_the_line_would_change_the_parser(tmp_path: Path) -> None:
+    log = tmp_path / "vllm-edges.log"
+    log.write_text(_VLLM_EDGES)
+    assert assert_same_facts([str(log)]) >= 7

@@ -1,5 +1,5 @@
-"""`bulk_file_events`: one Ollama log's (t, src, seq, event) stream, as `ingest.file_events` gives it, with
-its bulk lines handled in compiled code.
+"""`bulk_file_events`: one Ollama or vLLM log's (t, src, seq, event) stream, as `ingest.file_events` gives
+it, with its bulk lines handled in compiled code.
 
 Per window (ietop.pipeline.bulk.lines):
 1. polars finds the bulk lines (ietop.pipeline.bulk.ollama): health checks, and llama-server lines that give
@@ -12,6 +12,11 @@ Per window (ietop.pipeline.bulk.lines):
    parsed line's events: what the store did for each probe (count it, move its clock, let loads age) done
    once; the clock of untimed lines (llama-server's slot lines take the last time seen) is the same.
 4. The probes themselves are counted per (method, path, status) into a ProbeTable.
+
+vLLM's access lines carry no time (uvicorn prints none; the parser gives them the last record's), so its
+segments move no clock: they count, and the probe table takes the time the parser held there. An access line
+also ends a raw error's message and an indented block: where the parser has one open, the segment's first
+probe is parsed after all (VllmParser.access_acts), as the per-line path would.
 """
 
 from __future__ import annotations
@@ -23,125 +28,162 @@ from typing import cast
 import polars as pl
 
 from ietop.model.probes import ProbeTable
-from ietop.pipeline.bulk import ollama
+from ietop.pipeline.bulk import ollama, vllm
 from ietop.pipeline.bulk.lines import window_lines, windows
+from ietop.pipeline.bulk.segments import Keyed, Split, in_file_order, tabulate
 from ietop.pipeline.ingest import Clock, FileInput, Item, flush_events, sequenced
 from ietop.sources.files import read_chunks
 from parsers.events import AccessCount, Event
-from parsers.ollama.gofmt import zone
+from parsers.ollama.gofmt import epoch, zone
 from parsers.ollama.log import OllamaParser
 from parsers.text.envelope import strip_inner
+from parsers.vllm.log import VllmParser
 
 _EPOCH = datetime(1970, 1, 1)  # noqa: DTZ001 - the zone-less clock, read as UTC (gofmt.epoch)
 
 
 def foldable(inp: FileInput) -> bool:
     """Whether this input has a columnar reader (the others keep the per-line one)."""
-    return inp.engine == "ollama"
+    return inp.engine in ("ollama", "vllm")
 
 
 def bulk_file_events(inp: FileInput, table: ProbeTable, on_read: Callable[[int, int], None] | None = None,
                      ring: list[tuple[int, str] | None] | None = None) -> Iterator[Item]:
-    """(t, src, seq, event) for one Ollama log; probes counted into `table` and into AccessCount events.
-    `on_read(bytes, lines)`, when given, is told what each window held (progress); `ring`, when given, gets
-    each parsed line that gave events at `ring[line % len(ring)] = (line, text)` (the dashboard's evidence,
-    ietop.pipeline.feeds.Evidence)."""
-    parser = cast(OllamaParser, inp.parser)  # foldable(): only Ollama logs come here
+    """(t, src, seq, event) for one Ollama or vLLM log; probes counted into `table` and into AccessCount
+    events. `on_read(bytes, lines)`, when given, is told what each window held (progress); `ring`, when given,
+    gets each parsed line that gave events at `ring[line % len(ring)] = (line, text)` (the dashboard's
+    evidence, ietop.pipeline.feeds.Evidence)."""
     clock = Clock()
     base = 0
     for data in windows(read_chunks(inp.path)):
         lines = window_lines(data)
-        yield from sequenced(inp.src, _window_batches(parser, inp.src, lines, base, table, ring), clock)
+        if inp.engine == "vllm":
+            batches = _vllm_batches(cast(VllmParser, inp.parser), inp.src, lines, base, table, ring)
+        else:
+            batches = _ollama_batches(cast(OllamaParser, inp.parser), inp.src, lines, base, table, ring)
+        yield from sequenced(inp.src, batches, clock)
         base += len(lines)
         if on_read is not None:
             on_read(len(data), len(lines))
-    yield from sequenced(inp.src, iter((flush_events(parser),)), clock)
+    yield from sequenced(inp.src, iter((flush_events(inp.parser),)), clock)
     inp.lines = base
 
 
-def _window_batches(parser: OllamaParser, src: int, lines: pl.Series, base: int, table: ProbeTable,
-                    ring: list[tuple[int, str] | None] | None) -> Iterator[list[Event]]:
+Ring = list[tuple[int, str] | None]
+
+
+def _parse(parser: OllamaParser | VllmParser, n: int, raw: str, ring: Ring | None) -> list[Event] | None:
+    """The per-line path for one line (None for a blank one)."""
+    text, _kind, env_ts = strip_inner(raw)
+    if not text:
+        return None
+    events = parser.parse(n, text, env_ts)
+    if events and ring is not None:
+        ring[n % len(ring)] = (n, raw)
+    return events
+
+
+def _ollama_batches(parser: OllamaParser, src: int, lines: pl.Series, base: int, table: ProbeTable,
+                    ring: Ring | None) -> Iterator[list[Event]]:
     """The window's events in file order, one list per parsed line or per segment of probes."""
     probes = ollama.probes(lines)
     quiet = ollama.inert(lines)
-    bulk = pl.repeat(False, len(lines), eager=True, dtype=pl.Boolean)
-    if len(probes) or len(quiet):
-        bulk = bulk.scatter(pl.concat([probes["row"], quiet["row"]]), True)
-    rest = pl.DataFrame({"line": lines, "bulk": bulk}).with_row_index("row").filter(~pl.col("bulk"))
-    # A bulk line's segment: how many parsed lines come before it in the window.
-    segment_of = (~bulk).cum_sum().cast(pl.Int64)
-    tasks = _segment_tasks(quiet, segment_of)
+    split = Split.of(lines, pl.concat([probes["row"], quiet["row"]]))
+    tasks = _segment_tasks(quiet, split)
     if len(quiet):
         parser.era_evidence.add("E5")  # what parsing a llama-server line would have noted
-    parsed: list[tuple[int, list[Event]]] = []
+    parsed: list[Keyed] = []
     offsets: list[tuple[int, timedelta | None]] = [(0, parser.offset)]
     server = parser.server
-    for k, (row, raw) in enumerate(zip(rest["row"].to_list(), rest["line"].to_list(), strict=True), 1):
+    for k, (row, raw) in enumerate(zip(split.rows, split.texts, strict=True), 1):
         task = tasks.get(k - 1)
         if task is not None:
             server.last_task = task
-        text, _kind, env_ts = strip_inner(raw)
-        if not text:
+        events = _parse(parser, base + row + 1, raw, ring)
+        if events is None:
             continue
-        events = parser.parse(base + row + 1, text, env_ts)
-        parsed.append((k, events))
-        if events and ring is not None:
-            ring[(base + row + 1) % len(ring)] = (base + row + 1, raw)
+        parsed.append((k, 0, events))
         if parser.offset != offsets[-1][1]:
             offsets.append((k, parser.offset))
-    task = tasks.get(len(rest))
+    task = tasks.get(len(split.rows))
     if task is not None:
         server.last_task = task
-    counts = _segment_counts(probes, segment_of, offsets, base, src, table)
-    j = 0
-    for k, events in parsed:
-        while j < len(counts) and counts[j][0] < k:
-            yield [counts[j][1]]
-            j += 1
-        yield events
-    for _seg, count in counts[j:]:
-        yield [count]
+    yield from in_file_order(parsed, _ollama_counts(probes, split, offsets, base, src, table))
 
 
-def _segment_tasks(quiet: pl.DataFrame, segment_of: pl.Series) -> dict[int, int]:
+def _segment_tasks(quiet: pl.DataFrame, split: Split) -> dict[int, int]:
     """Segment → the task id its last id-setting llama-server line leaves as the parser's last task."""
     setters = quiet.filter(pl.col("task").is_not_null())
     if not len(setters):
         return {}
-    last = setters.with_columns(seg=segment_of.gather(setters["row"])).group_by("seg").agg(
+    last = setters.with_columns(seg=split.segments(setters["row"])).group_by("seg").agg(
         pl.col("task").sort_by("row").last())
     return dict(zip(last["seg"].to_list(), last["task"].to_list(), strict=True))
 
 
-def _segment_counts(probes: pl.DataFrame, segment_of: pl.Series, offsets: list[tuple[int, timedelta | None]],
-                    base: int, src: int, table: ProbeTable) -> list[tuple[int, AccessCount]]:
-    """(segment, AccessCount) for each segment with probes, in order; the probes tabulated into `table`."""
+def _ollama_counts(probes: pl.DataFrame, split: Split, offsets: list[tuple[int, timedelta | None]],
+                   base: int, src: int, table: ProbeTable) -> list[Keyed]:
+    """An AccessCount after each segment with probes, at their latest time; the probes tabulated."""
     if not len(probes):
         return []
     run_starts = pl.Series([k for k, _ in offsets], dtype=pl.Int64)
     shift = [off.total_seconds() if off is not None else 0.0 for _, off in offsets]
-    probe = probes.with_columns(seg=segment_of.gather(probes["row"]))
+    probe = probes.with_columns(seg=split.segments(probes["row"]))
     probe = probe.with_columns(run=run_starts.search_sorted(probe["seg"], side="right") - 1)
     probe = probe.with_columns(t=pl.col("naive") - pl.col("run").replace_strict(
         list(range(len(shift))), shift, return_dtype=pl.Float64))
-    _tabulate(table, src, probe, [off for _, off in offsets])
+    tabulate(table, src, probe, [off for _, off in offsets])
     per_seg = probe.group_by("seg", "run").agg(pl.len().alias("n"), pl.col("t").max(), pl.col("row").max())
-    per_seg = per_seg.sort("seg")
-    out = []
-    for seg, run, n, t, row in per_seg.iter_rows():
+    out: list[Keyed] = []
+    for seg, run, n, t, row in per_seg.sort("seg").iter_rows():
         offset = offsets[run][1]
         ts = _EPOCH + timedelta(seconds=t) if offset is None else datetime.fromtimestamp(t, zone(offset))
-        out.append((seg, AccessCount(base + row + 1, ts, n)))
+        out.append((seg + 0.5, 1, [AccessCount(base + row + 1, ts, n)]))
     return out
 
 
-def _tabulate(table: ProbeTable, src: int, probe: pl.DataFrame, offsets: list[timedelta | None]) -> None:
-    """Count the window's probes per offset run, method, path and status into `table`."""
-    groups = probe.group_by("run", "method", "path", "status").agg(
-        pl.len().alias("n"), pl.col("t").min().alias("first"), pl.col("t").max().alias("last"),
-        pl.col("latency").sum().alias("lat_sum"), pl.col("latency").count().alias("lat_n"),
-        pl.col("latency").max().alias("lat_max"),
-    )
-    for g in groups.iter_rows(named=True):
-        table.add_group(src, g["method"], g["path"], g["status"], g["n"], g["first"], g["last"],
-                        offsets[g["run"]], g["lat_sum"] or 0.0, g["lat_n"], g["lat_max"])
+def _vllm_batches(parser: VllmParser, src: int, lines: pl.Series, base: int, table: ProbeTable,
+                  ring: Ring | None) -> Iterator[list[Event]]:
+    """The window's events in file order; see the module's note on vLLM."""
+    probes = vllm.probes(lines)
+    split = Split.of(lines, probes["row"])
+    probes = probes.with_columns(seg=split.segments(probes["row"]))
+    for proc in probes["proc"].drop_nulls().unique().to_list():
+        parser.saw_process(proc)
+    first_row = dict(zip(*probes.group_by("seg").agg(pl.col("row").min()).get_columns(), strict=True)) \
+        if len(probes) else {}
+    parsed: list[Keyed] = []
+    opened: list[Keyed] = []
+    opened_rows: list[int] = []
+    seg_ts: list[float | None] = []
+
+    def settle(seg: int) -> None:
+        """Before segment `seg`'s probes: the time they take, and its first probe parsed if it would act."""
+        ts = parser.last_ts
+        seg_ts.append(epoch(ts) if ts is not None else None)
+        row = first_row.get(seg)
+        if row is not None and parser.access_acts():
+            events = _parse(parser, base + row + 1, cast(str, lines[row]), ring) or []
+            opened.append((seg + 0.25, 0, events))
+            opened_rows.append(row)
+
+    for k, (row, raw) in enumerate(zip(split.rows, split.texts, strict=True), 1):
+        settle(k - 1)
+        events = _parse(parser, base + row + 1, raw, ring)
+        if events is not None:
+            parsed.append((k, 0, events))
+    settle(len(split.rows))
+    if opened_rows:
+        probes = probes.filter(~pl.col("row").is_in(opened_rows))
+    yield from in_file_order(parsed, opened, _vllm_counts(probes, seg_ts, base, src, table))
+
+
+def _vllm_counts(probes: pl.DataFrame, seg_ts: list[float | None], base: int, src: int,
+                 table: ProbeTable) -> list[Keyed]:
+    if not len(probes):
+        return []
+    times = pl.Series("t", seg_ts, dtype=pl.Float64)
+    probe = probes.with_columns(t=times.gather(probes["seg"]), run=pl.lit(0), latency=pl.lit(None, pl.Float64))
+    tabulate(table, src, probe, [None])
+    per_seg = probe.group_by("seg").agg(pl.len().alias("n"), pl.col("row").max()).sort("seg")
+    return [(seg + 0.5, 1, [AccessCount(base + row + 1, None, n)]) for seg, n, row in per_seg.iter_rows()]

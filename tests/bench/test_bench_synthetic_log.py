@@ -296,8 +296,8 @@ def test_harness_with_wc(tmp_path: Path) -> None:
     ]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    report = json.loads((tmp_path / "analyze_vs_grep.json").read_text())
-    assert report["synthetic_log"] is True
+    report = json.loads((tmp_path / "analyze_vs_grep-busy.json").read_text())
+    assert report["synthetic_log"] is True and report["profile"] == "busy"
     large = report["files"]["large"]
     assert large["grep_count"] > 0
     assert report["ratios"]["wall_analyze_over_grep"] > 0

@@ -14,6 +14,7 @@ the request that caused it is the model's job (``ietop.model``), because it need
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from parsers.events.base import Event
@@ -309,5 +310,15 @@ class PromptText(Event):
     """Prompt or request-body text found in a DEBUG/TRACE line. Untrusted and private: reports omit it
     unless the user asks (`--include-prompts`)."""
 
-    text: str = field(repr=False)
-    chars: int | None = None
+    raw: str = field(repr=False)
+    """The text as the line has it; `decode`, when set, turns it into the prompt (vLLM logs a Python repr:
+    decoded only if someone reads it, since nearly every report omits it)."""
+    decode: Callable[[str], str] | None = field(default=None, repr=False)
+
+    @property
+    def text(self) -> str:
+        return self.decode(self.raw) if self.decode is not None else self.raw
+
+    @property
+    def chars(self) -> int:
+        return len(self.text)

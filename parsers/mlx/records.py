@@ -137,7 +137,7 @@ def request_events(line: int, ts: datetime | None, body: Any) -> list[Event]:
     ]
     text = _prompt_text(body)
     if text:
-        events.append(PromptText(line, ts, text, len(text)))
+        events.append(PromptText(line, ts, text))
     return events
 
 

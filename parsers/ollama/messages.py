@@ -284,7 +284,7 @@ def _prompt_text(msg: str, attrs: str, level: str, line: int, ts: datetime | Non
     text = a.get("prompt") or a.get("input") or a.get("messages") or ""
     if not text or text.isdigit():
         return []
-    return [PromptText(line, ts, text, len(text))]
+    return [PromptText(line, ts, text)]
 
 
 EXACT: dict[str, Handler] = {

@@ -160,14 +160,14 @@ def _token_count(text: str) -> int | None:
 
 
 def _prompt(rest: str, end_marker: str) -> tuple[str | None, str]:
-    """Split `prompt: '…'<end_marker>…` into (prompt text, the part after it)."""
+    """Split `prompt: '…'<end_marker>…` into (the prompt as printed, the part after it); `_unrepr` reads it."""
     if not rest.startswith("prompt: "):
         return None, rest
     # rfind: the prompt is free text and may itself contain the marker; what follows it does not.
     cut = rest.rfind(end_marker)
     if cut < 0:
-        return _unrepr(rest[8:]), ""  # the line was cut inside the prompt
-    return _unrepr(rest[8:cut]), rest[cut:]
+        return rest[8:], ""  # the line was cut inside the prompt
+    return rest[8:cut], rest[cut:]
 
 
 def request_events(msg: str, line: int, ts: datetime | None) -> list[Event] | None:
@@ -186,20 +186,20 @@ def request_events(msg: str, line: int, ts: datetime | None) -> list[Event] | No
             events: list[Event] = [RequestLogged(line, ts, m.group(1), "received", _token_count(params),
                                                  int(mt.group(1)) if mt else None, late=late)]
             if prompt is not None:
-                events.append(PromptText(line, ts, prompt, len(prompt)))
+                events.append(PromptText(line, ts, prompt, _unrepr))
             return events
         if (m := _DETAILS_RE.match(msg)) is not None:
             prompt, rest = _prompt(msg[m.end():], ", prompt_token_ids: ")
             events = [RequestLogged(line, ts, m.group(1), "details", _token_count(rest))]
             if prompt is not None:
-                events.append(PromptText(line, ts, prompt, len(prompt)))
+                events.append(PromptText(line, ts, prompt, _unrepr))
             return events
         if (m := _JSON_BODY_RE.match(msg)) is not None:
             body = msg[m.end():]
             # Only the keys the client set are dumped: no `stream` key in a whole body is the default, False.
             sm = _STREAM_RE.search(body)
             stream = sm.group(1) == "true" if sm is not None else False if body.rstrip().endswith("}") else None
-            return [RequestLogged(line, ts, m.group(1), "body", stream=stream), PromptText(line, ts, body, len(body))]
+            return [RequestLogged(line, ts, m.group(1), "body", stream=stream), PromptText(line, ts, body)]
         if (m := _ENDED_RE.match(msg)) is not None:
             return [RequestLogged(line, ts, m.group(1), m.group(2))]
     elif first == "A":

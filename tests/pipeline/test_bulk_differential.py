@@ -78,15 +78,30 @@ def test_all_ollama_fixtures_merged_same_facts() -> None:
     assert_same_facts(paths)
 
 
-@pytest.mark.parametrize("profile", ["mixed", "busy"])
+def _generate(tmp_path: Path, profile: str, size: str, seed: int = 7) -> Path:
+    log = tmp_path / f"{profile}-{size}.log"
+    if profile == "vllm":
+        argv = [str(REPO / "bench" / "gen_vllm_log.py"), str(log)]
+    else:
+        argv = [str(REPO / "bench" / "gen_ollama_log.py"), str(log), "--profile", profile]
+    subprocess.run([sys.executable, *argv, "--size", size, "--seed", str(seed), "--meta", "-"], check=True,
+                   capture_output=True)
+    return log
+
+
+@pytest.mark.parametrize("profile", ["mixed", "busy", "vllm"])
 def test_synthetic_same_facts(tmp_path: Path, profile: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A synthetic log (every era, envelopes, junk, invalid UTF-8; or a busy E5 server), read in small windows
-    so that segments, offsets and probe runs cross window edges many times."""
-    log = tmp_path / f"{profile}.log"
-    subprocess.run([sys.executable, str(REPO / "bench" / "gen_ollama_log.py"), str(log), "--size", "3M",
-                    "--seed", "7", "--profile", profile, "--meta", "-"], check=True, capture_output=True)
+    """A synthetic log (every era, envelopes, junk, invalid UTF-8; a busy E5 server; a busy vLLM server),
+    read in small windows so that segments, offsets and probe runs cross window edges many times."""
+    log = _generate(tmp_path, profile, "3M")
     monkeypatch.setattr(bulk_lines, "WINDOW", 256 << 10)
     assert assert_same_facts([str(log)]) > 1000
+
+
+def test_synthetic_100mb_same_facts(tmp_path: Path) -> None:
+    """The acceptance's 100 MB: the multi-era log (envelopes, DEBUG chains, every era's line shapes) at the
+    reader's own window size."""
+    assert assert_same_facts([str(_generate(tmp_path, "mixed", "100M", seed=1))]) > 100_000
 
 
 # SYNTHETIC (edge cases): vLLM health checks where the line would change the parser — inside a raw

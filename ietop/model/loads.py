@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from datetime import datetime
 
+from ietop.model.load_index import RecentLoads
 from ietop.model.records import Load, Ref, Request, Unload
 
 TOL_S = 1.0
@@ -40,7 +41,8 @@ class LoadTracker:
         self._emit = emit
         self._open: dict[int, Load] = {}
         self._prelude: dict[int, tuple[float, datetime | None, Ref]] = {}
-        self._recent: deque[Load] = deque()
+        self._recent = RecentLoads(TOL_S)
+        """Finished loads still joinable, oldest first, indexed by end time for `attribute`."""
         self._unloads: deque[Unload] = deque()
         self._awaiting_for_model: dict[int, list[Unload]] = {}
         self.resident: dict[str, float] = {}
@@ -160,9 +162,11 @@ class LoadTracker:
         """Mark a finished request that waited for a load, and offer it as that load's trigger."""
         if not req.inference:
             return
-        # Every inference request walks the recent loads (up to MAX_RECENT): the request's fields once.
+        # The index yields the loads of this engine that ended within the request's lifetime (or all the recent
+        # loads, when they are few), in the order they were recorded: the trigger/waiters updates and the last
+        # load's load_s depend on it. The condition below is what decides, so a superset is harmless.
         engine, t_start, t_end = req.engine, req.t_start, req.t_end
-        for load in self._recent:
+        for load in self._recent.ending_within(engine, t_start, t_end):
             end = load.t_end
             if end is None or load.engine != engine or not (t_start <= end + TOL_S and t_end + TOL_S >= end):
                 continue

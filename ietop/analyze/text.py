@@ -92,8 +92,15 @@ def _summary(an: Analysis) -> RenderableType:
     lines.append(Text(f'Window: {d.first_time or "?"} → {d.last_time or "?"}'))
     cold = str(d.cold) if not d.cold_unknown else (
         f"{d.cold}, unknown for {d.cold_unknown} (no switch is logged at INFO)")
-    lines.append(Text(f'Requests: {c["request"]} ({inference} inference), '
+    # Every access line, the health checks counted instead of listed (`probes`) included.
+    total = an.store.counts.get("requests", c["request"])
+    lines.append(Text(f'Requests: {total} ({inference} inference), '
                       f'cold loads waited on: {cold}, truncated: {d.truncated}'))
+    if an.probes.rows:
+        top = sorted(an.probes.rows.items(), key=lambda kv: -kv[1].count)[:4]
+        lines.append(Text(f"Health checks and listings: {an.probes.total} (counted, not listed: "
+                          + ", ".join(f"{m} {p} {st}×{r.count}" for (_s, m, p, st), r in top)
+                          + (", …" if len(an.probes.rows) > 4 else "") + ")"))
     lines.append(Text(f'Loads: {c["load"]}, unloads/evictions: {c["unload"]}, '
                       f'truncations: {c["truncation"]}, errors: {c["error"]}'))
     if d.statuses:

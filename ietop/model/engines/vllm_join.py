@@ -22,11 +22,12 @@ and starlette/uvicorn, and seen in the real runs of fixtures/vllm/:
   `cmpl-` without the index: unknown). Other inference paths may use either: they exclude no one.
 
 The owner is therefore always among a line's candidates. When several remain, the line joins a group: its lines,
-their candidates, and the rule that each line has one owner and each request at most one line. The group's
-possible assignments are enumerated whenever the log says more (a stream reaches its added line, a request
-fails): a line whose owner is the same in all of them gets its facts, a request matched in all of them is
-answered, one matched in none is free again. A row waits (in order) while a stream it could be is still before
-its added line, at most HOLD_S of log time; then it is written with the reason its prompt size is null.
+their candidates, and the rule that each line has one owner and each request at most one line. What all the
+group's possible assignments agree on is solved for (bipartite matching, vllm_groups) whenever the log says
+more (a stream reaches its added line, a request fails): a line whose owner is the same in all of them gets
+its facts, a request matched in all of them is answered, one matched in none is free again. A row waits (in
+order) while a stream it could be is still before its added line, at most HOLD_S of log time; then it is
+written with the reason its prompt size is null.
 Until the log shows its server start (or an engine idle for a whole stats interval) nothing is joined: a line
 may belong to a request received before the excerpt began.
 """
@@ -37,7 +38,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from ietop.model.engines.vllm_groups import ADDED, RECEIVED, Group, Line, Open, assignments, edge
+from ietop.model.engines.vllm_groups import ADDED, RECEIVED, Assignments, Group, Line, Open, assignments, edge
 from ietop.model.records import Ref, Request
 
 HOLD_S = 3.0
@@ -255,34 +256,46 @@ class VllmJoin:
         if not group.opaque:
             found = assignments(group, self._added_seen)
             if found is None:
-                group.opaque = True  # too many to enumerate, or none fits what the log said: state nothing
+                group.opaque = True  # too large to solve, or none fits what the log said: state nothing
             else:
-                self._conclude(group, *found)
+                self._conclude(group, found)
         if not group.lines or not any(not m.closed for m in group.members):
             self._dissolve(group)  # nothing left to decide, or no member can own a later line
         elif group.opaque or not any(self._pending(m) for m in group.members):
             self._release(group)  # no added line to wait for: what is undecided stays so
 
-    def _conclude(self, group: Group, owners: list[set[int]], used: list[int], count: int) -> None:
-        for i, line in enumerate(list(group.lines)):
-            if len(owners[i]) == 1:
-                owner = group.members[next(iter(owners[i]))]
+    def _conclude(self, group: Group, found: Assignments) -> None:
+        # In one pass over the group's candidates (a busy log's group has thousands: per member or per decided
+        # line a pass of its own made this quadratic).
+        decided: set[int] = set()
+        gone: set[int] = set()  # ids of requests no undecided line can be: owners of decided lines, unused ones
+        for i, line in enumerate(group.lines):
+            j = found.owner(i)
+            if j is not None:
+                owner = group.members[j]
                 if line.held:
                     self._state(line.req, owner)
                     line.held = False
-                group.lines.remove(line)
+                decided.add(i)
                 self._close(owner)
-                for other in group.lines:
-                    other.cands = [(c, s) for c, s in other.cands if c is not owner]
-        for j, member in enumerate(list(group.members)):
-            if used[j] == count:
+                gone.add(id(owner))
+        if decided:
+            group.lines = [line for i, line in enumerate(group.lines) if i not in decided]
+        for j, member in enumerate(group.members):
+            if found.always_used(j):
                 self._close(member)  # answered by one of the group's lines, which one unknown
-            if used[j] == 0:
-                for line in group.lines:  # it owns none of them: free again
-                    line.cands = [(c, s) for c, s in line.cands if c is not member]
-            if not any(c is member for line in group.lines for c, _ in line.cands):
-                group.members.remove(member)  # free again, or accounted for by a decided line
-                member.group = None
+            if found.never_used(j):
+                gone.add(id(member))  # it owns none of them: free again
+        if not decided and not gone:
+            return  # every member is still some line's candidate (it joined the group as one)
+        for line in group.lines:
+            if any(id(c) in gone for c, _ in line.cands):
+                line.cands = [(c, s) for c, s in line.cands if id(c) not in gone]
+        present = {id(c) for line in group.lines for c, _ in line.cands}
+        for member in group.members:
+            if id(member) not in present:
+                member.group = None  # free again, or accounted for by a decided line
+        group.members = [m for m in group.members if id(m) in present]
 
     @staticmethod
     def _pending(m: Open) -> bool:

@@ -207,6 +207,13 @@ def parse_size(text: str) -> int:
     return int(value * mult)
 
 
+def cut_to_fit(data: bytes, room: int) -> tuple[bytes, int]:
+    """`data` cut at a line boundary to at most `room` bytes (the file ends with a whole line and stays within
+    its size), and how many lines were dropped."""
+    cut = data.rfind(b"\n", 0, room)
+    return (data[: cut + 1] if cut >= 0 else b""), data.count(b"\n", cut + 1)
+
+
 def version_str(v: tuple[int, int, int]) -> str:
     return ".".join(map(str, v))
 
@@ -517,11 +524,8 @@ class Generator:
         self.buf.clear()
         room = self.size - self.written
         if len(data) >= room:
-            # cut at a line boundary so the file ends with a whole line and stays <= size; the
-            # counters then over-count by the dropped lines, which we report
-            cut = data.rfind(b"\n", 0, room)
-            self.tail_cut_lines = data.count(b"\n", cut + 1)
-            data = data[: cut + 1] if cut >= 0 else b""
+            # the counters then over-count by the dropped lines, which we report
+            data, self.tail_cut_lines = cut_to_fit(data, room)
             self.done = True
         self.out.write(data)
         self.written += len(data)

@@ -35,7 +35,7 @@ from random import Random
 from typing import BinaryIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a package
-from gen_ollama_log import HMS, parse_size
+from gen_ollama_log import HMS, cut_to_fit, parse_size
 
 VERSION = "0.10.2"
 # vLLM prints the local wall clock with no zone: the generator's clock is that wall time, read as UTC.
@@ -170,10 +170,8 @@ class Generator:
         data = b"\n".join([s.encode() for s in self.buf]) + b"\n"
         self.buf.clear()
         room = self.size - self.written
-        if len(data) >= room:  # cut at a line boundary: the file ends with a whole line and stays <= size
-            cut = data.rfind(b"\n", 0, room)
-            self.tail_cut_lines = data.count(b"\n", cut + 1)
-            data = data[: cut + 1] if cut >= 0 else b""
+        if len(data) >= room:
+            data, self.tail_cut_lines = cut_to_fit(data, room)
             self.done = True
         self.out.write(data)
         self.written += len(data)

@@ -27,12 +27,10 @@ import argparse
 import contextlib
 import datetime as dt
 import fcntl
-import hashlib
 import json
 import os
 import platform
 import queue
-import re
 import signal
 import statistics
 import struct
@@ -46,22 +44,20 @@ from typing import Any
 
 import psutil
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# bench/ is not a package: the harness pieces the other benchmarks already have.
+from analyze_vs_grep import PROFILES, BenchError, size_label
+from analyze_vs_grep import ensure_log as shared_ensure_log
+from dashboard import ESCAPES
+from gen_ollama_log import parse_size
+
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
-GENERATOR = BENCH_DIR / "gen_ollama_log.py"
 ROWS, COLS = 40, 120
 MODES = ("old", "new")
 TARGET = 10.0
 """The acceptance: new at least this many times faster than old, on a 300 MB busy log."""
 WATCH = b"replay finished"
-# CSI, OSC, DCS/SOS/PM/APC strings, then any other two-byte escape (as bench/dashboard.py strips them)
-ESCAPES = re.compile(
-    rb"\x1b\[[0-?]*[ -/]*[@-~]"
-    rb"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
-    rb"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"
-    rb"|\x1b[()*+][0-9A-Za-z]"
-    rb"|\x1b[ -~]"
-)
 LAUNCH = (
     "import sys\n"
     "from ietop.pipeline.feeds import ReplayFeed\n"
@@ -71,43 +67,9 @@ LAUNCH = (
 )
 
 
-class BenchError(Exception):
-    """A failure that ends the benchmark with a one-line message."""
-
-
-# ------------------------------------------------------------------------------------------------ the log
-def parse_size(text: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    text = text.strip().upper()
-    return int(float(text[:-1]) * units[text[-1]]) if text and text[-1] in units else int(text)
-
-
-def size_label(n: int) -> str:
-    for unit, mult in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n % mult == 0:
-            return f"{n // mult}{unit}"
-    return f"{n}B"
-
-
 def ensure_log(path: Path, size: int, seed: int, reuse: bool) -> dict[str, Any]:
-    """Generate the busy log unless --reuse finds one made by the same generator code, seed, size and profile
-    (the name is bench/analyze_vs_grep.py's for `--profile busy`, so the two share their logs)."""
-    meta_path = Path(str(path) + ".meta.json")
-    digest = hashlib.sha256(GENERATOR.read_bytes()).hexdigest()
-    if reuse and path.exists() and meta_path.exists():
-        meta: dict[str, Any] = json.loads(meta_path.read_text())
-        if (meta.get("seed"), meta.get("requested_size"), meta.get("bytes"), meta.get("generator_sha256"),
-                meta.get("profile")) == (seed, size, path.stat().st_size, digest, "busy"):
-            print(f"reusing {path}")
-            return {**meta, "reused": True}
-        print(f"not reusing {path.name}: generator, seed, size or profile changed")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    print(f"generating a {size_label(size)} busy synthetic log -> {path}", flush=True)
-    argv = [sys.executable, str(GENERATOR), str(path), "--size", str(size), "--seed", str(seed), "--profile", "busy"]
-    done = subprocess.run(argv, stderr=subprocess.PIPE, text=True, check=False)
-    if done.returncode != 0:
-        raise BenchError(f"generator failed (exit {done.returncode}): {done.stderr.strip()[-400:]}")
-    return {**json.loads(meta_path.read_text()), "reused": False}
+    """The busy log, shared with `analyze_vs_grep.py --profile busy` (same name, same reuse rule)."""
+    return shared_ensure_log(path, size, seed, reuse, PROFILES["busy"])
 
 
 def child_env() -> dict[str, str]:

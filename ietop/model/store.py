@@ -26,6 +26,7 @@ from ietop.model.sketch import Sketch
 from ietop.model.store_records import EngineState, ListSink, Sink, SourceInfo
 from parsers import events as ev
 from parsers.api.events import OllamaResidency
+from parsers.events.sane import implausible
 
 __all__ = ["EngineState", "ListSink", "Sink", "SourceInfo", "SourcePaths", "Store"]
 
@@ -127,6 +128,11 @@ class Store:
         advance = self.loads.advance
         for src, t, event in items:
             self.version += 1
+            if implausible(event) is not None:
+                # A number no engine writes (400 digits, an overflow to inf): the line is not believed.
+                sources[src].unparsed_lines += 1
+                counts["implausible_lines"] = counts.get("implausible_lines", 0) + 1
+                continue
             if t > self._now:
                 self._now = t
             # The commonest events first, by exact type (no event class is subclassed): a few identity tests
@@ -291,7 +297,8 @@ class Store:
             self._engine_status(t, event)
         else:
             st = self.engines.setdefault(event.endpoint, EngineState(event.engine, event.endpoint))
-            st.models, st.context = event.models, event.max_model_len
+            st.models = event.models
+            st.context = event.max_model_len if implausible(event) is None else None
 
     def process_sample(self, src: int, t: float, rss_bytes: int | None, alive: bool) -> None:
         """A sample of the engine process behind a log source (live mode: ietop.sources.host)."""

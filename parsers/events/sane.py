@@ -1,0 +1,46 @@
+"""Numbers no engine writes: the guard between what a line says and what the model believes.
+
+A line is untrusted text. `started in 9999…(400 digits) seconds` parses (the patterns take any run of
+digits) but the number it gives is infinite as a float, or an int too large to become one: the store would
+divide by it, the JSON report would carry `Infinity` (not JSON), a table writer would refuse it. Such an
+event is counted as an unparsed line instead, where the line totals still add up and the report says so.
+
+The bound is 2**53: every integer below it is exact as a JSON number in any reader (JavaScript's too), and
+it is far beyond any real count, byte size or duration (285 million years in seconds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from parsers.events.base import Event
+
+LIMIT = float(2**53)
+# A field's annotation (a string: every event module uses postponed annotations) that holds one number.
+_SCALAR_RE = re.compile(r"^(?:int|float)(?: \| None)?$|^None \| (?:int|float)$")
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def numeric_fields(cls: type) -> tuple[str, ...]:
+    """The names of an event class's fields that hold one int or float (None allowed); bools excluded."""
+    found = _FIELDS.get(cls)
+    if found is None:
+        found = _FIELDS[cls] = tuple(
+            f.name for f in dataclasses.fields(cls) if isinstance(f.type, str) and _SCALAR_RE.match(f.type)
+        )
+    return found
+
+
+def implausible(event: Event) -> str | None:
+    """The first numeric field of `event` that is NaN, infinite or beyond ±2**53, else None."""
+    cls = type(event)
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = numeric_fields(cls)
+    for name in names:
+        value = getattr(event, name)
+        # `not (a < x < b)` is also true for NaN; bool is an int, and always in range.
+        if value is not None and not -LIMIT < value < LIMIT:
+            return name
+    return None

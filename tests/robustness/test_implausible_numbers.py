@@ -1,0 +1,87 @@
+"""A number no engine writes (400 digits, an overflow to inf) is counted as an unparsed line, never believed
+(issue 21): no traceback, no `Infinity` in the JSON (it is not JSON), no "inf s" in the report, no table
+writer refusing a value. The logs are real fixtures with one number replaced (labelled synthetic)."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from ietop.cli import main
+from ietop.model.store import Store
+from parsers import events as ev
+from parsers.events.sane import LIMIT, implausible, numeric_fields
+
+ROOT = Path(__file__).resolve().parents[2]
+BIG = "9" * 400
+
+
+def strict(text: str) -> dict:
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} in the JSON report")
+
+    doc: dict = json.loads(text, parse_constant=refuse)
+    return doc
+
+
+@pytest.fixture
+def huge_load_time(tmp_path: Path) -> Path:
+    real = (ROOT / "fixtures/ollama/004-v06-embeddings-truncation.log").read_text()
+    log = tmp_path / "huge-load-time.log"
+    changed, n = re.subn(r"started in [0-9.]+ seconds", f"started in {BIG}.5 seconds", real, count=1)
+    assert n == 1
+    log.write_text(changed)
+    return log
+
+
+def test_json_stays_json_and_the_line_is_counted_unparsed(huge_load_time: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", "--json", str(huge_load_time)]) == 0
+    doc = strict(capsys.readouterr().out)
+    assert doc["counts"]["implausible_lines"] == 1
+    assert doc["sources"][0]["unparsed_lines"] == 1
+    assert all(load["load_s"] is None or load["load_s"] < LIMIT for load in doc["loads"])
+
+
+def test_report_and_tables_take_it(huge_load_time: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(huge_load_time)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"\binf\b", out) is None
+    assert main(["analyze", "--csv", str(tmp_path / "csv"), str(huge_load_time)]) == 0
+    assert BIG[:20] not in "".join(p.read_text() for p in (tmp_path / "csv").iterdir())
+
+
+def test_a_token_count_too_large_for_a_float_does_not_reach_the_arithmetic() -> None:
+    store = Store()
+    src = store.add_source("x.log", "ollama")
+    ts = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    # The decode timing's tokens divide its milliseconds: a 400-digit int cannot become a float.
+    store.apply(src, 0.0, ev.Timing(1, ts, "eval", 120.0, int(BIG), 3))
+    store.apply(src, 1.0, ev.Timing(2, ts, "total", 240.0, int(BIG), 3))
+    store.facts.flush()
+    assert store.sources[src].unparsed_lines == 2
+    assert store.counts["implausible_lines"] == 2
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), 2**53, -(2**53), 10**400])
+def test_the_bound(value: float) -> None:
+    assert implausible(ev.LoadDone(1, None, value)) == "duration_s"
+
+
+def test_real_numbers_pass() -> None:
+    assert implausible(ev.LoadDone(1, None, 12.4)) is None
+    assert implausible(ev.LoadDone(1, None, None)) is None  # type: ignore[arg-type]
+    assert implausible(ev.Timing(1, None, "eval", 1e6, 2**31)) is None
+
+
+def test_every_event_type_has_its_numbers_checked() -> None:
+    # The annotations are read as text: a field typed `int | None` and one typed `float` are both found,
+    # a tuple of ints or a bool is not (one number each is what the guard bounds).
+    assert numeric_fields(ev.Timing) == ("line", "ms", "tokens", "task")
+    assert "co_resident" not in numeric_fields(ev.LoadDecision)
+    counted = [t for t in ev.ALL_EVENT_TYPES if len(numeric_fields(t)) > 1]
+    assert len(counted) > 20

@@ -11,7 +11,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 from importlib import resources
-from pathlib import Path
 
 from ietop import __version__
 from ietop.runtime import tune_gc
@@ -136,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from ietop.pipeline.ingest import FormatError, SourceError, parse_time_arg
+    from ietop.pipeline.ingest import parse_time_arg
 
     try:
         since = parse_time_arg(args.since) if args.since else None
@@ -144,15 +143,38 @@ def _analyze(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"ietop: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    for path in args.paths:
-        p = Path(path)
-        if not p.exists():
-            print(f"ietop: error: {path}: no such file", file=sys.stderr)
-            return EXIT_USAGE
-        if p.is_dir():
-            print(f"ietop: error: {path}: is a directory, expected a log file", file=sys.stderr)
-            return EXIT_USAGE
+    if since is not None and until is not None and since > until:
+        print(f"ietop: error: --since {args.since} is after --until {args.until}: nothing could be in the window",
+              file=sys.stderr)
+        return EXIT_USAGE
+    if (problem := _paths_problem(args.paths)) is not None:
+        print(f"ietop: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    from ietop.sources.inputs import readable
+
+    with readable(args.paths) as inputs:
+        _say_repeated(inputs.repeated)
+        return _analyze_inputs(args, inputs.read, inputs.names, since, until)
+
+
+def _paths_problem(paths: Sequence[str]) -> str | None:
+    """The first path that cannot be read, in one line (before any work, and before a screen opens)."""
+    from ietop.sources.inputs import STDIN, path_problem
+
+    if sum(p == STDIN for p in paths) > 1:
+        return "- (standard input) can be given once"
+    return next((problem for p in paths if (problem := path_problem(p)) is not None), None)
+
+
+def _say_repeated(repeated: Sequence[tuple[str, str]]) -> None:
+    for path, first in repeated:
+        print(f"ietop: note: {path} is the same file as {first}: read once", file=sys.stderr)
+
+
+def _analyze_inputs(args: argparse.Namespace, paths: list[str], names: dict[str, str], since: float | None,
+                    until: float | None) -> int:
     from ietop.analyze.report import Analysis
+    from ietop.pipeline.ingest import FormatError, SourceError
 
     # Progress where someone watches: stderr a terminal, and stdout not the JSON document nor piped away.
     watched = sys.stderr.isatty() and not args.json and (sys.stdout.isatty() or args.csv or args.parquet)
@@ -160,11 +182,11 @@ def _analyze(args: argparse.Namespace) -> int:
         if watched:
             from ietop.analyze.progress import ReadProgress, plain_size
 
-            with ReadProgress(plain_size(args.paths)) as progress:
-                an = Analysis(args.paths, args.engine, since, until, args.include_prompts, args.all_requests,
-                              progress)
+            with ReadProgress(plain_size(paths)) as progress:
+                an = Analysis(paths, args.engine, since, until, args.include_prompts, args.all_requests,
+                              progress, names)
         else:
-            an = Analysis(args.paths, args.engine, since, until, args.include_prompts, args.all_requests)
+            an = Analysis(paths, args.engine, since, until, args.include_prompts, args.all_requests, names=names)
     except (SourceError, FormatError) as exc:
         print(f"ietop: error: {exc}", file=sys.stderr)
         return EXIT_RUNTIME
@@ -248,18 +270,22 @@ def _replay(paths: Sequence[str], speed: float, engine: str | None, title: str, 
     except ValueError as exc:
         print(f"ietop: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    for path in paths:
-        if not Path(path).is_file():
-            print(f"ietop: error: {path}: no such file", file=sys.stderr)
-            return EXIT_USAGE
+    if (problem := _paths_problem(paths)) is not None:
+        print(f"ietop: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    from ietop.sources.inputs import readable
     from ietop.tui.run import replay_app
 
-    try:
-        app = replay_app(paths, speed, engine, title=title, paused=paused, until=until, window_index=window_index)
-    except (SourceError, FormatError) as exc:
-        print(f"ietop: error: {exc}", file=sys.stderr)
-        return EXIT_RUNTIME
-    app.run()
+    # The copies of pipes live as long as the dashboard: `J` (back) reads the logs again from the start.
+    with readable(paths) as inputs:
+        _say_repeated(inputs.repeated)
+        try:
+            app = replay_app(inputs.read, speed, engine, title=title, paused=paused, until=until,
+                             window_index=window_index, names=inputs.names)
+        except (SourceError, FormatError) as exc:
+            print(f"ietop: error: {exc}", file=sys.stderr)
+            return EXIT_RUNTIME
+        app.run()
     return app.return_code or EXIT_OK
 
 
@@ -269,11 +295,16 @@ def _live(args: argparse.Namespace) -> int:
 
     p = plan(args.ollama, args.vllm, args.mlx, args.log, args.journal, args.docker, proxy=args.proxy,
              proxy_upstream=args.proxy_upstream)
+    from ietop.sources.inputs import path_problem
+
     for engine, path in p.logs:
-        if path != "-" and not engine and not Path(path).is_file():
-            print(f"ietop: error: {path}: no such file (to wait for it, name the engine: --log ollama:{path})",
-                  file=sys.stderr)
-            return EXIT_USAGE
+        problem = path_problem(path)
+        missing = problem is not None and problem.endswith(": no such file")
+        if problem is None or (missing and engine):  # a log named with its engine is waited for
+            continue
+        hint = f" (to wait for it, name the engine: --log ollama:{path})" if missing else ""
+        print(f"ietop: error: {problem}{hint}", file=sys.stderr)
+        return EXIT_USAGE
     from ietop.tui.run import live_app
 
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import json
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import IO, Any
@@ -108,8 +108,10 @@ class Analysis:
 
     def __init__(self, paths: Sequence[str], engine: str | None = None, since: float | None = None,
                  until: float | None = None, include_prompts: bool = False, all_requests: bool = False,
-                 on_read: Callable[[int, int], None] | None = None) -> None:
-        """`on_read(bytes, lines)`: told what each window or chunk read held (a progress display)."""
+                 on_read: Callable[[int, int], None] | None = None, names: Mapping[str, str] | None = None
+                 ) -> None:
+        """`on_read(bytes, lines)`: told what each window or chunk read held (a progress display). `names`: what
+        to call a path read under another name (ietop.sources.inputs: a pipe copied to a temporary file)."""
         self.paths = [str(p) for p in paths]
         self.store = Store(include_prompts=include_prompts)
         self.source_paths = SourcePaths(self.store)
@@ -126,7 +128,7 @@ class Analysis:
             self.spool.probes = self.probes
         try:
             fold = not all_requests and since is None and until is None
-            run_files(self.store, self.paths, engine, since, until, self._stream(folded, fold, on_read))
+            run_files(self.store, self.paths, engine, since, until, self._stream(folded, fold, on_read), names)
             self.digest.fold(folded)
             self.probes.merge(folded)
             self.hints = self.hint_engine.evaluate(self.hint_context())

@@ -12,7 +12,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast
@@ -108,13 +108,14 @@ class ReplayFeed:
     Both paths give the same store (tests/pipeline/test_replay_bulk.py)."""
 
     def __init__(self, store: Store, paths: Iterable[str], clock: ReplayClock, evidence: Evidence,
-                 engine: str | None = None, until: float | None = None, *, columnar: bool | None = None) -> None:
+                 engine: str | None = None, until: float | None = None, *, columnar: bool | None = None,
+                 names: Mapping[str, str] | None = None) -> None:
         self.clock = clock
         self.until = until
         """Pause the replay at this time (`--until`): the screen then shows that moment."""
         self.evidence = evidence
         # Sniffed now, on the caller's thread: a bad file is a one-line error before the screen opens.
-        self.inputs: list[FileInput] = open_inputs(store, paths, engine)
+        self.inputs: list[FileInput] = open_inputs(store, paths, engine, names)
         # Each log is parsed as a live tail parses it (TailParse, with the sniffed parser): the replay then
         # shows what `ietop --log` would have shown, health checks counted rather than parsed included.
         self._tails = {inp.src: TailParse(store, inp.path, inp.engine, evidence, parser=inp.parser, src=inp.src)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import chain
@@ -277,13 +277,22 @@ def flush_events(parser: LineParser) -> list[Event]:
     return list(flush()) if flush is not None else []
 
 
-def open_inputs(store: Store, paths: Iterable[str], engine: str | None = None) -> list[FileInput]:
+def open_inputs(store: Store, paths: Iterable[str], engine: str | None = None,
+                names: Mapping[str, str] | None = None) -> list[FileInput]:
     """Sniff each file (engine and era), register it as a store source, give it a parser.
-    Raises SourceError/FormatError: a file that cannot be read is a one-line error before any work."""
+    Raises SourceError/FormatError: a file that cannot be read is a one-line error before any work.
+    `names`: the name to show for a path read under another (a pipe copied to a temporary file)."""
     inputs: list[FileInput] = []
+    names = names or {}
     for path in paths:
-        found = sniff(path, engine)
-        src = store.add_source(path, "vllm" if found == SCRAPE else found)
+        shown = names.get(path, path)
+        try:
+            found = sniff(path, engine)
+        except (FormatError, SourceError) as exc:
+            if shown == path:
+                raise
+            raise type(exc)(str(exc).replace(path, shown)) from exc
+        src = store.add_source(shown, "vllm" if found == SCRAPE else found)
         inputs.append(FileInput(path, found, make_parser(found, file_year(path)), src))
     return inputs
 
@@ -308,10 +317,12 @@ def run_files(
     since: float | None = None,
     until: float | None = None,
     stream: Stream = file_events,
+    names: Mapping[str, str] | None = None,
 ) -> list[FileInput]:
     """Analyze files into `store`; returns the inputs (with line counts). Raises SourceError/FormatError.
-    `stream` reads each log (file_events, or the columnar reader of ietop.pipeline.bulk)."""
-    inputs = open_inputs(store, paths, engine)
+    `stream` reads each log (file_events, or the columnar reader of ietop.pipeline.bulk); `names` as for
+    open_inputs."""
+    inputs = open_inputs(store, paths, engine, names)
     store.apply_all(
         (src, t if t != float("-inf") else 0.0, event)
         for t, src, _seq, event in merged_events(inputs, stream)

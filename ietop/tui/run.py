@@ -6,7 +6,7 @@ with one line, so the dashboard never starts half-broken."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, BinaryIO
 
 from ietop.pipeline.clock import ReplayClock
@@ -21,19 +21,21 @@ if TYPE_CHECKING:
 
 def replay_app(paths: Sequence[str], speed: float, engine: str | None = None, *, title: str = "ietop replay",
                hardware: bool = False, paused: bool = False, until: float | None = None,
-               window_index: int = 1) -> IetopApp:
-    """Raises FormatError/SourceError (one line) for a file that cannot be replayed."""
+               window_index: int = 1, names: Mapping[str, str] | None = None) -> IetopApp:
+    """Raises FormatError/SourceError (one line) for a file that cannot be replayed. `names`: what to call a
+    path read under another name (a pipe copied to a temporary file)."""
     store, view, evidence = new_store()
     clock = ReplayClock(speed)
     if paused:
         clock.toggle_pause()
-    feed = ReplayFeed(store, paths, clock, evidence, engine, until)
+    feed = ReplayFeed(store, paths, clock, evidence, engine, until, names=names)
 
     def restart(speed: float) -> ReplayParts:
         """The same replay from its start (`J`); `--until` is behind the user by then."""
         store, view, evidence = new_store()
         clock = ReplayClock(speed)
-        return ReplayParts(store, view, evidence, ReplayFeed(store, paths, clock, evidence, engine), clock)
+        return ReplayParts(store, view, evidence, ReplayFeed(store, paths, clock, evidence, engine, names=names),
+                           clock)
 
     setup = Setup(feeds=[feed], clock=clock, hardware=hardware, title=title, window_index=window_index,
                   restart=restart)

@@ -8,6 +8,7 @@ that need them so `ietop --help` and `ietop analyze --json` start fast.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from importlib import resources
@@ -92,7 +93,7 @@ def _add_live_flags(parser: argparse.ArgumentParser) -> None:
                       help="follow a systemd unit's journal (journalctl -f -o json)")
     live.add_argument("--docker", action="append", default=[], metavar="CONTAINER",
                       help="follow a container's log (docker logs -f -t)")
-    live.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between polls (default 2)")
+    live.add_argument("--interval", type=_interval, default=2.0, metavar="S", help="seconds between polls (default 2)")
     live.add_argument("--proxy", metavar="[HOST:]PORT",
                       help="also run `ietop proxy` on this port (127.0.0.1) and show its exact measurements")
     live.add_argument("--proxy-upstream", metavar="URL",
@@ -104,8 +105,22 @@ def _speed(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid speed {text!r}: a number such as 1, 10 or 0") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("speed must be >= 0")
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"invalid speed {text!r}: a finite number >= 0 (0 = as fast as possible)")
+    return value
+
+
+MIN_INTERVAL_S = 0.1
+"""Polls closer than this would spend a core on asking; no engine's state changes that fast."""
+
+
+def _interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid interval {text!r}: seconds, such as 2 or 0.5") from None
+    if not math.isfinite(value) or value < MIN_INTERVAL_S:
+        raise argparse.ArgumentTypeError(f"invalid interval {text!r}: seconds, at least {MIN_INTERVAL_S}")
     return value
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -17,7 +18,7 @@ class ReplayClock:
     and `ack()` tells it how many of that batch were applied, so it can release the rest again later."""
 
     def __init__(self, speed: float = 1.0, max_gap_s: float = 3.0) -> None:
-        self.speed = speed
+        self.speed = _checked(speed)
         self.max_gap_s = max_gap_s
         self.paused = False
         self._steps = 0
@@ -99,7 +100,7 @@ class ReplayClock:
     def set_speed(self, speed: float) -> None:
         with self._cond:
             now = self._now_locked()
-            self.speed = speed
+            self.speed = _checked(speed)
             if now is not None:
                 self._rebase(now)
             self._cond.notify_all()
@@ -133,3 +134,10 @@ class ReplayClock:
                 wait = remaining if self.paused else min(remaining, (t - (self._now_locked() or t)) / self.speed)
                 self._cond.wait(max(0.001, min(wait, 0.25)))
             return False
+
+
+def _checked(speed: float) -> float:
+    """A speed the clock can divide by: NaN or infinity would make every wait NaN (and kill the feed thread)."""
+    if not math.isfinite(speed) or speed < 0:
+        raise ValueError(f"replay speed must be a finite number >= 0, not {speed!r}")
+    return speed

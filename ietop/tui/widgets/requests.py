@@ -17,6 +17,8 @@ from ietop.tui.widgets.rowtable import Cell, RowTable
 
 SHOWN = 200
 """Rows in the table (the filter and the sort see every request kept)."""
+CAPS = {"model": 48, "engine": 12}
+"""The text columns' widest: longer names (a log can say anything) end in "…"; the detail screen has them whole."""
 COLUMNS = ("time", "engine", "model", "status", "prompt", "trunc", "output", "load wait", "TTFT", "ITL", "total")
 _NUMBERS = ("status", "prompt", "output", "load wait", "TTFT", "ITL", "total")
 _SORT_KEYS: dict[str, Callable[[Request], Any]] = {
@@ -58,7 +60,7 @@ class RequestsTable(RowTable):
     BORDER_TITLE = "Requests"
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(COLUMNS, right=_NUMBERS, **kwargs)
+        super().__init__(COLUMNS, right=_NUMBERS, caps=CAPS, flex="model", **kwargs)
         self.records: list[Request] = []
         self.filter_text = ""
         self.sort_column = "time"

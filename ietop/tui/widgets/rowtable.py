@@ -14,7 +14,7 @@ pages, Enter or a click on the highlighted row selects it, a click on a heading 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from rich.cells import cell_len, set_cell_size
@@ -30,6 +30,8 @@ from textual.strip import Strip
 Cell = tuple[str, str]
 """A cell: its text (inert already) and a Rich style definition ("" for none)."""
 GAP = 2
+FLEX_MIN = 16
+"""The narrowest a flexible column gets: below it a model name stops being recognisable."""
 """Blank cells between two columns (DataTable pads each cell by one on either side)."""
 
 
@@ -65,11 +67,18 @@ class RowTable(ScrollView, can_focus=True):
             self.table = table
             self.column = column
 
-    def __init__(self, columns: Sequence[str], *, right: Sequence[str] = (), **kwargs: Any) -> None:
-        """`right`: the columns whose cells are right-aligned (numbers)."""
+    def __init__(self, columns: Sequence[str], *, right: Sequence[str] = (), caps: Mapping[str, int] | None = None,
+                 flex: str | None = None, **kwargs: Any) -> None:
+        """`right`: the columns whose cells are right-aligned (numbers). `caps`: the widest a text column may
+        grow. `flex`: a text column that gives up width, down to FLEX_MIN, when the table is wider than its
+        panel. A longer cell ends in "…": a 5,000-character model name from a log must not push every other
+        column off the screen."""
         super().__init__(**kwargs)
         self.columns = tuple(columns)
         self._right = frozenset(right)
+        self._caps = tuple((caps or {}).get(c) for c in self.columns)
+        self._flex = self.columns.index(flex) if flex is not None else None
+        self._natural: tuple[int, ...] = ()
         self.rows: list[tuple[Cell, ...]] = []
         self.cursor_row = 0
         self._keys: list[object] = []
@@ -99,14 +108,32 @@ class RowTable(ScrollView, can_focus=True):
             # cell_len() only for a column with a character that may be wide: most are ASCII, len() is C.
             wide = not "".join(texts).isascii()
             widths[i] = max(widths[i], max(map(cell_len if wide else len, texts)))
-        self._widths = tuple(widths)
-        self.virtual_size = Size(sum(widths) + GAP * len(widths), len(rows) + 1)
+            cap = self._caps[i]
+            if cap is not None and widths[i] > cap:
+                widths[i] = max(cap, cell_len(self.columns[i]))
+        self._natural = tuple(widths)
+        self._fit()
         index = self._index(old) if old is not None else None
         if index is not None and index != self.cursor_row:
             self.scroll_to(y=self.scroll_y + index - self.cursor_row, animate=False)
             self.move_cursor(index)
         else:
             self.cursor_row = max(0, min(self.cursor_row, len(rows) - 1))
+        self.refresh()
+
+    def _fit(self) -> None:
+        """The widths for the panel's width: the flexible column narrowed by what the table overflows."""
+        widths = list(self._natural or (cell_len(c) for c in self.columns))
+        room = self.scrollable_content_region.width
+        over = sum(widths) + GAP * len(widths) - room
+        if self._flex is not None and room > 0 and over > 0:
+            i = self._flex
+            widths[i] = max(min(widths[i], max(FLEX_MIN, cell_len(self.columns[i]))), widths[i] - over)
+        self._widths = tuple(widths)
+        self.virtual_size = Size(sum(widths) + GAP * len(widths), len(self.rows) + 1)
+
+    def on_resize(self) -> None:
+        self._fit()
         self.refresh()
 
     def _index(self, key: object) -> int | None:
@@ -158,6 +185,8 @@ class RowTable(ScrollView, can_focus=True):
         for name, (text, spec), w in zip(self.columns, cells, self._widths, strict=True):
             if name in right:
                 padded = " " * (w - cell_len(text)) + text
+            elif len(text) > w and cell_len(text) > w:
+                padded = set_cell_size(text, w - 1) + "…"  # only a capped column holds a longer text
             else:
                 padded = text + " " * (w - len(text)) if text.isascii() else set_cell_size(text, w)
             style = line_style + self._style(spec) if spec else line_style

@@ -13,6 +13,9 @@ the path on every read:
   ``rotations`` counts it (delete + recreate is a rotation too).
 - **missing path**: keep retrying, as ``tail -F`` does; ``exists`` says whether the path is there.
 
+A writer without ``O_APPEND`` goes on at its old offset after a copytruncate: the file reread from 0 starts with
+a hole of NULs, which LineSplitter drops as padding (``padding`` counts them), so the line after it comes back.
+
 Generations: offsets in ``Line`` are byte offsets *within one file*, so after a rotation or
 truncation they start again at 0. ``generation`` starts at 0 and goes up by one at each rotation or
 truncation; ``(generation, line.offset)`` is unique for the life of the tailer. Every line returned
@@ -97,7 +100,7 @@ class FileTailer:
         self._offset = 0
         self._splitter = LineSplitter(max_line)
         self._tail = b""  # the last _FINGERPRINT bytes before _offset
-        self._mtime_ns = -1  # fstat mtime at the last fingerprint check
+        self._stamp = (-1, -1)  # fstat (mtime, size) at the last fingerprint check
         self._generation = 0
         self._opened_once = False
         self._restart_pending = False
@@ -107,6 +110,7 @@ class FileTailer:
         self._error: str | None = None
         self._wake = threading.Event()
         self._lines = self._bytes = self._rotations = self._truncations = 0
+        self._padding = 0  # of the splitters already replaced; the current one's is added when read
         # Open now, not at the first read: "from_start=False" must mean "skip what is there at
         # construction", not "skip whatever was written before the worker got round to reading".
         self._open(at_end=not from_start)
@@ -152,6 +156,11 @@ class FileTailer:
     def bytes(self) -> int:
         """Bytes read so far, over all generations."""
         return self._bytes
+
+    @property
+    def padding(self) -> int:
+        """NUL bytes skipped as padding before lines (the hole a copytruncate leaves), over all generations."""
+        return self._padding + self._splitter.padding
 
     @property
     def rotations(self) -> int:
@@ -312,10 +321,12 @@ class FileTailer:
             # so keep reading it; switching now would lose those lines, as plain tail -F does.
         if fst.st_size < self._offset:
             return "truncated"
-        if fst.st_mtime_ns != self._mtime_ns:
-            # Size alone misses "truncated, then regrown past our offset before we looked" (a busy
-            # small log with copytruncate); the bytes just before the offset would have changed.
-            self._mtime_ns = fst.st_mtime_ns
+        stamp = (fst.st_mtime_ns, fst.st_size)
+        if stamp != self._stamp:
+            # Size alone misses "truncated, then regrown past our offset before we looked" (a busy small log
+            # with copytruncate); the bytes just before the offset would have changed. mtime alone misses it
+            # within one tick of a coarse file clock (jiffies before Linux 6.13, 1 s on HFS+): either moving will do.
+            self._stamp = stamp
             if self._tail and self._read_at(self._offset - len(self._tail), len(self._tail)) != self._tail:
                 return "truncated"
         return "follow"
@@ -357,8 +368,9 @@ class FileTailer:
             self._rotations += 1
         self._opened_once = True
         self._offset = start
+        self._padding += self._splitter.padding
         self._splitter = LineSplitter(self._max_line, start_offset=start)
-        self._mtime_ns = fst.st_mtime_ns
+        self._stamp = (fst.st_mtime_ns, fst.st_size)
         self._tail = self._read_at(max(0, start - _FINGERPRINT), min(start, _FINGERPRINT)) if start else b""
         return True
 
@@ -393,6 +405,7 @@ class FileTailer:
             return
         self._offset = 0
         os.lseek(self._fd, 0, os.SEEK_SET)
+        self._padding += self._splitter.padding
         self._splitter = LineSplitter(self._max_line)
         self._tail = b""
         self._generation += 1

@@ -8,10 +8,20 @@ This is on the hot path of analysing multi-GB logs, so each chunk's run of compl
 lines is handled by C-level primitives (one ``decode``, one ``split``, ``map`` and
 ``accumulate`` for offsets); Python-level code runs per chunk, not per byte, and per
 line only for over-long lines.
+
+NUL bytes at the start of a line are padding, not content, and are dropped as they
+stream in: logrotate's ``copytruncate`` empties a file under a writer that does not
+use ``O_APPEND``, and that writer's next line lands at its old offset, after a hole
+that reads as NULs (as large as the log was). Kept, they would glue the hole onto the
+next line, which then matches no parser, or, with a hole over ``max_line``, push the
+whole line past the cut. Only *leading* NULs go: one line per newline, as ``wc -l``
+and editors count them (evidence names line numbers), and a NUL inside a line stays
+data. (GNU ``tail -F`` copies the NULs through; papertrail's go-tail skips them as here.)
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from itertools import accumulate, repeat
 from operator import add
@@ -26,7 +36,7 @@ class Line(NamedTuple):
     """One line of the stream."""
 
     offset: int
-    """Byte offset of the first byte of the line in the stream."""
+    """Byte offset of the first byte of the line in the stream (after the NULs of any padding before it)."""
     text: str
     """The line decoded as UTF-8 (invalid bytes replaced), without ``\\n`` or a trailing ``\\r``."""
     cut: bool
@@ -36,6 +46,8 @@ class Line(NamedTuple):
 # NamedTuple's generated __new__ is a Python function; calling tuple.__new__ directly
 # builds the same object in C, and map() can then build a whole chunk's lines in C.
 _new = cast("Callable[[type[Line], tuple[int, str, bool]], Line]", tuple.__new__)
+
+_NOT_NUL = re.compile(rb"[^\x00]")
 
 
 def _decode(data: bytes | bytearray) -> str:
@@ -57,10 +69,12 @@ class LineSplitter:
     A line longer than ``max_line`` bytes (counting a trailing ``\\r``, not the ``\\n``)
     is emitted as soon as that is known, with its first ``max_line`` bytes and
     ``cut=True``; the rest of it is discarded as it streams in, so the held-back
-    buffer never exceeds ``max_line`` bytes however long a line is.
+    buffer never exceeds ``max_line`` bytes however long a line is. NULs at the start
+    of a line are dropped (see the module docstring; ``padding`` counts them), so a line's
+    offset is that of its first byte after them, and they count nowhere towards ``max_line``.
     """
 
-    __slots__ = ("_buf", "_max", "_pos", "_skipping")
+    __slots__ = ("_buf", "_max", "_padding", "_pos", "_skipping")
 
     def __init__(self, max_line: int = 1 << 20, start_offset: int = 0) -> None:
         """Create a splitter.
@@ -79,6 +93,7 @@ class LineSplitter:
         self._pos = start_offset
         # True while discarding the rest of a line that was already emitted cut.
         self._skipping = False
+        self._padding = 0
 
     @property
     def pending(self) -> int:
@@ -89,6 +104,11 @@ class LineSplitter:
     def offset(self) -> int:
         """Stream offset just past the last byte fed."""
         return self._pos
+
+    @property
+    def padding(self) -> int:
+        """NUL bytes dropped so far from the starts of lines."""
+        return self._padding
 
     def feed(self, chunk: bytes) -> list[Line]:
         """Consume ``chunk`` and return the lines it completes, in stream order."""
@@ -117,6 +137,34 @@ class LineSplitter:
 
     def _feed(self, chunk: bytes, out: list[T], make: Callable[[int, str, bool], T],
               emit: Callable[[bytes, int, list[T]], None]) -> None:
+        # One memchr per chunk keeps the padding logic off the path of every chunk without a NUL.
+        if b"\x00" in chunk:
+            self._feed_padded(chunk, out, make, emit)
+        else:
+            self._feed_plain(chunk, out, make, emit)
+
+    def _feed_padded(self, chunk: bytes, out: list[T], make: Callable[[int, str, bool], T],
+                     emit: Callable[[bytes, int, list[T]], None]) -> None:
+        """``_feed_plain`` for a chunk with NULs in it: leading NULs of lines skipped, the rest fed in pieces
+        that each end just before such a run, so that no line in a piece starts with a NUL."""
+        size = len(chunk)
+        i = 0
+        while i < size:
+            if not self._buf and not self._skipping:  # at a line start: NULs here are padding
+                m = _NOT_NUL.search(chunk, i)
+                j = m.start() if m else size
+                self._padding += j - i
+                self._pos += j - i
+                i = j
+                if i == size:
+                    return
+            nl = chunk.find(b"\n\x00", i)
+            end = size if nl < 0 else nl + 1
+            self._feed_plain(chunk if i == 0 and end == size else chunk[i:end], out, make, emit)
+            i = end
+
+    def _feed_plain(self, chunk: bytes, out: list[T], make: Callable[[int, str, bool], T],
+                    emit: Callable[[bytes, int, list[T]], None]) -> None:
         size = len(chunk)
         if not size:
             return

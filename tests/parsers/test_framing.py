@@ -2,7 +2,8 @@
 
 The tailer feeds whatever ``read`` returned, so chunk boundaries fall anywhere: inside
 a line, inside a CRLF, inside a multi-byte UTF-8 character, inside an over-long line.
-The reference semantics are ``data.split(b"\\n")`` decoded line by line (``expected``).
+The reference semantics are ``data.split(b"\\n")`` decoded line by line, NULs at the start of
+each line dropped as padding (``expected``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ def expected(data: bytes, max_line: int, *, final: bool = True) -> list[Line]:
     parts = data.split(b"\n")
     for i, part in enumerate(parts):
         last = i == len(parts) - 1
+        pad = len(part) - len(part.lstrip(b"\x00"))
+        part, offset = part[pad:], offset + pad
         if len(part) > max_line:
             # An over-long line is known to be cut before its newline arrives.
             out.append(Line(offset, part[:max_line].decode("utf-8", "replace"), True))
@@ -77,6 +80,31 @@ def test_crlf_split_between_chunks() -> None:
 def test_invalid_utf8_replaced_and_nul_kept() -> None:
     lines = list(split_lines([b"bad \xff\xfe end\n", b"nul \x00 here\n"]))
     assert lines == [Line(0, "bad \ufffd\ufffd end", False), Line(11, "nul \x00 here", False)]
+
+
+def test_nul_padding_before_a_line_is_dropped_and_counted() -> None:
+    """copytruncate under a writer without O_APPEND: a hole of NULs as long as the old log, then its next line."""
+    sp = LineSplitter()
+    assert sp.feed(b"\x00" * 4096) == []
+    assert sp.pending == 0  # padding is never held: a hole of any size costs no memory
+    assert sp.feed(b"\x00" * 10 + b"time=1 after\nnext\n") == [Line(4106, "time=1 after", False), Line(4119, "next", False)]
+    assert sp.padding == 4106
+
+
+def test_padding_longer_than_max_line_does_not_cut_the_line() -> None:
+    assert list(split_lines([b"\x00" * 5000, b"\x00" * 5000 + b"real line\n"], max_line=100)) == [
+        Line(10_000, "real line", False)
+    ]
+
+
+def test_nul_padding_only_at_line_starts() -> None:
+    data = b"a\x00b\n\x00\x00\r\n\x00\x00\n\x00c\x00\n\x00\x00"
+    assert list(split_lines([data])) == [
+        Line(0, "a\x00b", False),  # inside a line a NUL is data
+        Line(6, "", False),  # padding then a line ending: still a line, so line numbers stay wc -l's
+        Line(10, "", False),
+        Line(12, "c\x00", False),
+    ]  # trailing padding with no line after it is no line
 
 
 def test_multibyte_char_split_across_chunks() -> None:
@@ -155,14 +183,15 @@ def test_offsets_point_at_the_line(data: bytes, cuts: list[int]) -> None:
     for line in fed + flushed:
         raw = line.text.encode("utf-8") if "\ufffd" not in line.text else b""
         assert data[line.offset :].startswith(raw)
-        assert line.offset == 0 or data[line.offset - 1 : line.offset] == b"\n"
+        assert line.offset == 0 or data[: line.offset].rstrip(b"\x00")[-1:] in (b"", b"\n")
+        assert data[line.offset : line.offset + 1] != b"\x00"
 
 
 @given(text=st.text(max_size=200), cuts=st.lists(st.integers(min_value=0), max_size=8))
 def test_valid_utf8_round_trips(text: str, cuts: list[int]) -> None:
     data = text.encode("utf-8")
     fed, flushed = feed_chunks(data, cuts, 1 << 20)
-    parts = text.split("\n")
+    parts = [p.lstrip("\x00") for p in text.split("\n")]  # leading NULs are padding
     if not parts[-1]:
         parts.pop()
     assert [ln.text for ln in fed + flushed] == [p.removesuffix("\r") for p in parts]

@@ -134,6 +134,29 @@ def test_copytruncate_restarts_at_zero_in_a_new_generation(tmp_path: Path, make_
         assert (t.generation, t.truncations, t.rotations) == (1, 1, 0)
 
 
+@pytest.mark.parametrize("seen", ["before", "after"], ids=["truncation-seen-first", "hole-and-line-seen-at-once"])
+def test_copytruncate_under_a_writer_without_o_append(tmp_path: Path, make_tailer: MakeTailer, seen: str) -> None:
+    """The writer's descriptor keeps its offset through the truncation: its next line lands after a hole of NULs
+    as long as the old log (and longer than max_line here). That line comes back whole, at its real offset."""
+    log = tmp_path / "server.log"
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)  # no O_APPEND
+    try:
+        old = b"".join(b"line %04d\n" % i for i in range(300))  # 3,000 bytes
+        os.write(fd, old)
+        t = make_tailer(log, max_line=1024)
+        assert len(t.read_texts()) == 300
+        shutil.copy(log, tmp_path / "server.log.1")
+        os.truncate(log, 0)
+        if seen == "before":
+            assert t.read_available() == []
+        os.write(fd, b"after the hole\n")
+        os.write(fd, b"next\n")
+        assert _drain(t) == [(1, Line(3000, "after the hole", False)), (1, Line(3015, "next", False))]
+        assert (t.truncations, t.padding, t.lines) == (1, 3000, 302)
+    finally:
+        os.close(fd)
+
+
 def test_truncate_then_regrow_past_offset_is_detected(tmp_path: Path, make_tailer: MakeTailer) -> None:
     log = tmp_path / "server.log"
     log.write_bytes(b"aaaa\n" * 3)
@@ -142,6 +165,23 @@ def test_truncate_then_regrow_past_offset_is_detected(tmp_path: Path, make_taile
     with log.open("r+b") as f:
         f.truncate(0)
     _append(log, b"b" * 30 + b"\n")  # longer than before: the size check alone would miss it
+    assert _texts(t.read_available()) == ["b" * 30]
+    assert (t.truncations, t.generation) == (1, 1)
+
+
+def test_truncate_and_regrow_within_one_tick_of_a_coarse_file_clock(tmp_path: Path, make_tailer: MakeTailer) -> None:
+    """Truncated and regrown past the offset so fast that mtime did not move (a 1-4 ms kernel tick before Linux
+    6.13, a second on HFS+, two on FAT): the size moved, and that is reason enough to look at the bytes before
+    the offset. Missed, the tailer would go on mid-line in the new content: a fragment, the lines before lost."""
+    log = tmp_path / "server.log"
+    log.write_bytes(b"aaaa\n" * 3)
+    t = make_tailer(log)
+    assert len(t.read_available()) == 3
+    before = log.stat()
+    with log.open("r+b") as f:
+        f.truncate(0)
+    _append(log, b"b" * 30 + b"\n")
+    os.utime(log, ns=(before.st_atime_ns, before.st_mtime_ns))  # the clock did not tick
     assert _texts(t.read_available()) == ["b" * 30]
     assert (t.truncations, t.generation) == (1, 1)
 
@@ -221,9 +261,11 @@ def test_directory_at_the_path_is_reported_not_raised(tmp_path: Path, make_taile
 
 def test_invalid_utf8_is_replaced(tmp_path: Path, make_tailer: MakeTailer) -> None:
     log = tmp_path / "server.log"
-    log.write_bytes(b"ok \xff\xfe bad \xe2\x82\n\x00nul\n")
+    log.write_bytes(b"ok \xff\xfe bad \xe2\x82\n\x00nul \x00 kept\n")
     t = make_tailer(log)
-    assert _texts(t.read_available()) == ["ok \ufffd\ufffd bad \ufffd", "\x00nul"]
+    # A NUL that starts a line is padding (see the copytruncate tests); inside a line it is data.
+    assert _texts(t.read_available()) == ["ok \ufffd\ufffd bad \ufffd", "nul \x00 kept"]
+    assert t.padding == 1
 
 
 def test_huge_line_is_cut_and_the_next_line_is_intact(tmp_path: Path, make_tailer: MakeTailer) -> None:

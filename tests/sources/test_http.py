@@ -39,7 +39,7 @@ async def test_ok() -> None:
 
     r = await _get_with(handler)
     assert (r.url, r.ok, r.status, r.body, r.error) == ("http://engine.test/api/ps", True, 200, b'{"models":[]}', None)
-    assert 0 <= r.elapsed_s < 1
+    assert r.elapsed_s >= 0
 
 
 async def test_200_with_empty_body_is_ok_the_parsers_judge_content() -> None:
@@ -107,8 +107,10 @@ async def test_slow_answer_times_out_within_the_timeout() -> None:
     started = time.perf_counter()
     r = await _get_with(handler, timeout=0.2)
     assert (r.ok, r.status, r.error) == (False, None, "timeout")
-    assert 0.19 <= r.elapsed_s < 0.6
-    assert time.perf_counter() - started < 0.8
+    # Not before the timeout; and the deadline, not the handler's 10 s, ended it. No tighter upper bound: on a
+    # busy machine the loop may wake late, and the error already says the timeout fired.
+    assert 0.19 <= r.elapsed_s < 5
+    assert time.perf_counter() - started < 5
 
 
 async def test_trickling_body_hits_the_overall_deadline() -> None:
@@ -124,7 +126,7 @@ async def test_trickling_body_hits_the_overall_deadline() -> None:
 
     r = await _get_with(handler, timeout=0.3)
     assert r.error == "timeout"
-    assert r.elapsed_s < 0.7
+    assert r.elapsed_s < 2.5  # the whole body takes 5 s: the overall deadline, not the last chunk, ended it
 
 
 @pytest.mark.parametrize(
@@ -306,4 +308,4 @@ async def test_real_closed_port_is_refused() -> None:
     async with httpx.AsyncClient() as client:
         r = await get(client, f"http://127.0.0.1:{port}/api/ps", 2.0)
     assert (r.ok, r.status, r.error) == (False, None, "refused")
-    assert r.elapsed_s < 1
+    assert r.elapsed_s < 2.0  # refused, not waited out: under the 2 s timeout

@@ -234,7 +234,7 @@ def _analyze_inputs(args: argparse.Namespace, paths: list[str], names: dict[str,
 
 
 def _proxy(args: argparse.Namespace) -> int:
-    from ietop.sources.proxy import parse_listen, run_proxy
+    from ietop.sources.proxy import JsonlError, parse_listen, run_proxy
     from parsers.events import ProxyRequest
 
     try:
@@ -256,11 +256,16 @@ def _proxy(args: argparse.Namespace) -> int:
               f"e2e={ms(e.e2e_s)} prompt={n(e.prompt_tokens)} out={n(e.output_tokens)}{err}",
               file=sys.stderr, flush=True)
 
-    print(f"ietop proxy: listening on http://{args.listen} → {args.upstream}"
-          + (f", measurements to {args.jsonl}" if args.jsonl else ""), file=sys.stderr)
+    def ready() -> None:
+        print(f"ietop proxy: listening on http://{args.listen} → {args.upstream}"
+              + (f", measurements to {args.jsonl}" if args.jsonl else ""), file=sys.stderr)
+
     try:
         run_proxy(args.listen, args.upstream, args.jsonl, None if args.quiet else show,
-                  allow_remote=args.allow_remote, timeout=args.timeout)
+                  allow_remote=args.allow_remote, timeout=args.timeout, on_ready=ready)
+    except JsonlError as exc:  # the file, not the request: a runtime failure
+        print(f"ietop: error: {exc}", file=sys.stderr)
+        return EXIT_RUNTIME
     except ValueError as exc:
         print(f"ietop: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

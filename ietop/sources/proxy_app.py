@@ -25,7 +25,6 @@ What the client sees when things go wrong, and what gets recorded (``ProxyReques
 from __future__ import annotations
 
 import asyncio
-import collections
 import dataclasses
 import functools
 import importlib.util
@@ -38,15 +37,15 @@ from urllib.parse import quote
 
 import httpx
 
+from ietop.sources.proxy_body import BodyFields, noting_end
+from ietop.sources.proxy_exchange import Exchange
 from ietop.sources.proxy_messages import (
     ASGIApp,
     ClientGone,
     Receive,
     Scope,
     Send,
-    header,
-    length_above,
-    read_body,
+    read_upto,
     request_headers,
     response_headers,
     send_error,
@@ -54,7 +53,7 @@ from ietop.sources.proxy_messages import (
     wait_disconnect,
 )
 from ietop.sources.upstream import Connections, UpstreamAnswer, UpstreamDown, UpstreamError, UpstreamTimeout
-from parsers.api.stream import StreamMeter, is_inference_path
+from parsers.api.stream import is_inference_path
 from parsers.events import ProxyRequest
 
 __all__ = ["ASGIApp", "ProxyApp", "make_app"]
@@ -75,65 +74,10 @@ _BOOKKEEPING_WAIT_S = 0.005
 """The longest a finished request's measuring waits for the proxy to be idle (see ``ProxyApp._later``)."""
 _WATCH_AFTER_S = 0.02
 """How long a request goes before its client is watched for leaving (see ``ProxyApp._http``)."""
-_METER_BEHIND_MAX = 64
-"""Chunks sent but not yet measured beyond which they are measured at once (bounds what is held for it)."""
 _STREAM_UP_ABOVE = 1 << 20
-"""Request bodies larger than this on unmeasured paths (Ollama blob uploads are GBs) are streamed to the
-upstream instead of read first. Measured requests are read whole: their body is a prompt, and the meter
-needs its ``model`` and ``stream`` fields."""
-
-
-@dataclasses.dataclass(slots=True)
-class _Exchange:
-    """What one forwarded request has produced so far; shared by the handler and the disconnect watcher."""
-
-    path: str
-    method: str
-    t0: float
-    body: bytes = b""
-    """The request body, when read whole (the meter reads ``model`` and ``stream`` from it)."""
-    answer_headers: list[tuple[bytes, bytes]] | None = None
-    meter: StreamMeter | None = None
-    status: int | None = None
-    error: str | None = None
-    complete: bool = False
-    """The whole response has been handed to the server."""
-    t_end: float | None = None
-    """When the last byte was handed to the server, or the exchange failed."""
-    client_gone: bool = False
-    """The client disconnected before the response was complete (the handler was cancelled for it)."""
-    finished: bool = False
-    """The handler is done: a disconnect from now on changes nothing."""
-    unmetered: collections.deque[tuple[float, bytes]] = dataclasses.field(default_factory=collections.deque)
-    """(time sent, chunk) handed to the server but not yet to the meter."""
-
-    def meter_later(self, t: float, chunk: bytes, last: bool) -> None:
-        """Feed ``chunk`` (sent at ``t``) to the meter once the event loop has nothing more urgent to do.
-
-        Chunks that arrive together (a burst; the upstream faster than the proxy) are all sent on before any
-        of them is measured: the measuring (~15 µs a chunk) never stands between two chunks of a stream. The
-        times are those of sending, so the measurement is the same; ``meter_now`` catches up at the end,
-        which is also where the ``last`` chunk is left for."""
-        self.unmetered.append((t, chunk))
-        if len(self.unmetered) >= _METER_BEHIND_MAX:
-            self.meter_now()
-        elif len(self.unmetered) == 1 and not last:
-            asyncio.get_running_loop().call_soon(self.meter_now)
-
-    def meter_now(self) -> StreamMeter:
-        """The meter, fed every chunk still waiting for it. Made on first use, not before the first chunk
-        went out: it parses the request body (a prompt can be megabytes) and nothing it does is urgent."""
-        meter = self.meter
-        if meter is None:
-            answer = self.answer_headers or []
-            meter = self.meter = StreamMeter(self.path, self.body, header(answer, b"content-type"), self.t0,
-                                             method=self.method,
-                                             content_encoding=header(answer, b"content-encoding"))
-        unmetered = self.unmetered
-        while unmetered:
-            t, chunk = unmetered.popleft()
-            meter.feed(t, chunk)
-        return meter
+"""Request bodies larger than this (Ollama blob uploads are GBs, a prompt can be 100 MB) are streamed to the
+upstream as they arrive instead of read first; a measured one's ``model`` and ``stream`` are picked out on the
+way (``proxy_body.BodyFields``). Smaller ones are read whole: sent with their length, in one write."""
 
 
 def _upstream_failure(exc: Exception) -> tuple[int, str, str]:
@@ -227,16 +171,17 @@ class ProxyApp:
         path: str = scope["path"]
         measured = method == "POST" and is_inference_path(path)
         raw_headers: list[tuple[bytes, bytes]] = [(bytes(k), bytes(v)) for k, v in scope["headers"]]
-        state = _Exchange(path, method, t0)
+        state = Exchange(path, method, t0)
         body_done = asyncio.Event()
         content: bytes | AsyncIterator[bytes] | None
         try:
-            if not measured and length_above(raw_headers, _STREAM_UP_ABOVE):
-                content = stream_body(receive, body_done)
-            else:
-                state.body = await read_body(receive)
-                content = state.body or None
+            first, whole = await read_upto(receive, _STREAM_UP_ABOVE)
+            if whole:
+                state.body, content = first, first or None
                 body_done.set()
+            else:
+                fields = state.fields = BodyFields() if measured else None
+                content = stream_body(receive, body_done, first, None if fields is None else fields.feed)
         except ClientGone:
             if measured:
                 state.error = "client disconnected"
@@ -295,13 +240,19 @@ class ProxyApp:
         target = self._prefix + raw_path + (b"?" + query if query else b"")
         if self._connections is not None:
             return await self._connections.open(method, target, headers, content)
+        ended: list[float] = []
+        if content is not None and not isinstance(content, bytes):
+            content = noting_end(content, ended)
+        else:
+            ended.append(time.perf_counter())  # a body in memory goes out at once
         request = httpx.Request(method, self._origin_url + target.decode("latin-1"), headers=headers,
                                 content=content, extensions=self._extensions)
         response = await self._get_client().send(request, stream=True)
-        return UpstreamAnswer(response.status_code, response.headers.raw, response.aiter_raw(), response.aclose)
+        return UpstreamAnswer(response.status_code, response.headers.raw, response.aiter_raw(), response.aclose,
+                              sent=ended[-1] if ended else None)
 
     async def _forward(self, scope: Scope, headers: list[tuple[bytes, bytes]],
-                       content: bytes | AsyncIterator[bytes] | None, measured: bool, state: _Exchange,
+                       content: bytes | AsyncIterator[bytes] | None, measured: bool, state: Exchange,
                        send: Send) -> None:
         try:
             response = await self._open(scope, state.method, headers, content)
@@ -317,7 +268,7 @@ class ProxyApp:
             state.complete = True
             return
         try:
-            state.answer_headers = response.headers
+            state.answer_headers, state.t_sent = response.headers, response.sent
             await send({"type": "http.response.start", "status": response.status,
                         "headers": response_headers(response.headers)})
             state.status = response.status
@@ -367,8 +318,12 @@ class ProxyApp:
             except Exception as exc:  # a bug in measuring: one line, and the proxy goes on
                 log.error("measuring a request failed: %r", exc)
 
-    def _record(self, state: _Exchange, wall: datetime, t_end: float) -> None:
-        event = dataclasses.replace(state.meter_now().finish(t_end, state.status, state.error), ts=wall)
+    def _record(self, state: Exchange, wall: datetime, t_end: float) -> None:
+        event = state.meter_now().finish(t_end, state.status, state.error)
+        # The meter times from the request sent upstream (Exchange.meter_now); e2e stays the whole exchange
+        # from its arrival, which is also what dates the request's end (ts + e2e) for the pipeline.
+        event = dataclasses.replace(event, ts=wall, e2e_s=t_end - state.t0,
+                                    bytes_up=event.bytes_up if state.fields is None else state.fields.size)
         try:
             self._on_request(event)
         except Exception as exc:  # a failing sink must not take the proxy down; say so once, in one line

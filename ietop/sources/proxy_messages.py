@@ -14,9 +14,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
 
 __all__ = [
-    "HOP_BY_HOP", "ASGIApp", "ClientGone", "Receive", "Scope", "Send", "ends_at_eof", "header", "length_above",
-    "read_body", "request_head", "request_headers", "response_headers", "send_error", "stream_body",
-    "wait_disconnect",
+    "HOP_BY_HOP", "ASGIApp", "ClientGone", "Receive", "Scope", "Send", "ends_at_eof", "header", "read_upto",
+    "request_head", "request_headers", "response_headers", "send_error", "stream_body", "wait_disconnect",
 ]
 
 Scope = MutableMapping[str, Any]
@@ -67,20 +66,6 @@ def request_headers(raw: Headers, host: bytes, method: str, content: bytes | Asy
     elif not any(k.lower() == b"content-length" for k, _ in headers):
         headers.append((b"transfer-encoding", b"chunked"))
     return headers
-
-
-def length_above(headers: Headers, limit: int) -> bool:
-    """The request body is longer than ``limit`` bytes, or of unknown length (sent in chunks)."""
-    for k, v in headers:
-        name = k.lower()
-        if name == b"transfer-encoding":
-            return True
-        if name == b"content-length":
-            try:
-                return int(v) > limit
-            except ValueError:
-                return True
-    return False
 
 
 def header(headers: Headers, name: bytes) -> str | None:
@@ -143,26 +128,40 @@ async def send_error(send: Send, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-async def read_body(receive: Receive) -> bytes:
-    """The whole request body; raises ``ClientGone`` if the client leaves first."""
+async def read_upto(receive: Receive, limit: int) -> tuple[bytes, bool]:
+    """The whole request body and True if it ends within ``limit`` bytes (the client may not have said its
+    length), else its first part and False, the rest still to receive; raises ``ClientGone``."""
     parts: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             raise ClientGone
-        parts.append(message.get("body", b""))
+        body: bytes = message.get("body", b"")
+        parts.append(body)
+        size += len(body)
         if not message.get("more_body", False):
-            return b"".join(parts)
+            return b"".join(parts), True
+        if size > limit:
+            return b"".join(parts), False
 
 
-async def stream_body(receive: Receive, done: asyncio.Event) -> AsyncIterator[bytes]:
-    """The request body as it arrives, for large uploads; sets ``done`` after the last part."""
+async def stream_body(receive: Receive, done: asyncio.Event, first: bytes = b"",
+                      watch: Callable[[bytes], None] | None = None) -> AsyncIterator[bytes]:
+    """The request body as it arrives (``first``: what was already received of it), for large uploads;
+    ``watch`` sees each part as it goes; sets ``done`` after the last part was taken."""
+    if first:
+        if watch is not None:
+            watch(first)
+        yield first
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             raise ClientGone
         body = message.get("body", b"")
         if body:
+            if watch is not None:
+                watch(body)
             yield body
         if not message.get("more_body", False):
             done.set()

@@ -72,6 +72,8 @@ class UpstreamAnswer:
     handler still completes it."""
     ended: Callable[[], bool] = lambda: False
     """Whether the whole answer is in: the chunk just read from ``chunks`` is then the last one."""
+    sent: float | None = None
+    """``time.perf_counter()`` when the whole request had been written (None: the client does not tell)."""
 
 
 class _Connection(asyncio.Protocol):
@@ -350,6 +352,7 @@ class Connections:
                         chunked: bool, head_only: bool) -> UpstreamAnswer:
         try:
             await connection.send(head, body, chunked, head_only, self._timeout)
+            sent = time.perf_counter()
             if self._while_waiting is not None:
                 self._while_waiting()
             await connection.head(self._timeout)
@@ -357,7 +360,7 @@ class Connections:
             connection.close()
             raise
         return UpstreamAnswer(connection.status, connection.headers, connection.body(self._timeout),
-                              functools.partial(self._release, connection), connection.ended)
+                              functools.partial(self._release, connection), connection.ended, sent)
 
     async def _release(self, connection: _Connection) -> None:
         if connection.reusable() and len(self._idle) < self.KEEP_IDLE:

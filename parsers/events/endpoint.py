@@ -17,10 +17,11 @@ __all__ = ["EngineStatus", "ModelList", "ProxyRequest"]
 @dataclass(slots=True)
 class ProxyRequest(Event):
     """One request measured by `ietop proxy` from the bytes it forwarded (exact where logs can only
-    estimate). Times in seconds from the request's arrival at the proxy; token counts from the
-    response's own usage fields (OpenAI `usage`, Ollama `prompt_eval_count`/`eval_count`); ``itl_s`` is
-    the mean gap between content chunks after the first. ``error`` is one line (client disconnect,
-    upstream down, upstream timeout, malformed stream) or None."""
+    estimate). Times in seconds: ``ttfb_s`` and ``ttft_s`` from the moment the whole request was sent
+    upstream (a slow upload is not the engine's latency), ``e2e_s`` from the request's arrival at the proxy;
+    token counts from the response's own usage fields (OpenAI `usage`, Ollama `prompt_eval_count`/
+    `eval_count`); ``itl_s`` is the mean gap between content chunks after the first. ``error`` is one line
+    (client disconnect, upstream down, upstream timeout, malformed stream) or None."""
 
     method: str
     path: str

@@ -16,6 +16,11 @@ module did) took the peak of `analyze --parquet` on a 1 GiB synthetic log from t
 The spool files are read, not memory-mapped: `pl.scan_ndjson(path)` maps the whole file, and mapped pages
 count in the resident set as much as parsed ones do. Nested fields (`source`, `trigger_request`) are flattened
 into `source_path`/`source_line` style columns and lists joined with ";" because CSV has no nesting.
+
+CSV is text that people read (`cat`, `less`, a spreadsheet, which applies bidi controls within a cell), and it has
+no escape syntax: the characters `parsers.text.inert` forbids are written as the stand-ins the terminal report
+shows (`\\x9b`, `\\u202e`). Such a value then differs from the log's (and a stand-in cannot be told from the same
+text written literally); `--parquet` and `--json` keep it exact. Only values that held such a character change.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ietop.analyze.report import Analysis
+from parsers.text.inert import characters, stand_in
 
 if TYPE_CHECKING:
     import polars as pl
@@ -150,9 +156,21 @@ def probes_frame(an: Analysis) -> pl.DataFrame:
     return pl.DataFrame(an.probes.as_list(an.source_paths), schema=schema)
 
 
+def _inert(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """Every text column with each forbidden character replaced by its stand-in (`parsers.text.inert.visible`'s,
+    done by polars: one multi-pattern pass in the streaming engine, no row through Python)."""
+    import polars as pl
+
+    texts = [name for name, dtype in frame.collect_schema().items() if dtype == pl.String]
+    if not texts:
+        return frame
+    chars = characters()
+    return frame.with_columns(pl.col(texts).str.replace_many(chars, [stand_in(c) for c in chars]))
+
+
 def _write(frame: pl.LazyFrame, path: str, fmt: str) -> None:
     if fmt == "csv":
-        frame.sink_csv(path)
+        _inert(frame).sink_csv(path)
     else:
         frame.sink_parquet(path, row_group_size=ROW_GROUP_ROWS)
 

@@ -1,8 +1,10 @@
 """The terminal report of `ietop analyze`: summary, slowest requests, load/eviction timeline,
 truncations, errors, configured-vs-effective settings and latency percentiles.
 
-Every string that came from a log is wrapped in `rich.text.Text`, never passed as markup: log lines are
-untrusted (a prompt can contain `[bold]` or escape sequences) and must print literally.
+Every string that came from a log goes through `_lit`: wrapped in `rich.text.Text`, never passed as markup,
+with the characters `parsers.text.inert` forbids (terminal controls, bidi reordering, invisible text) shown as
+visible stand-ins. Log lines are untrusted (a prompt can contain `[bold]`, escape sequences or U+202E) and must
+print literally, in the order they were written.
 """
 
 from __future__ import annotations
@@ -17,8 +19,14 @@ from rich.table import Table
 from rich.text import Text
 
 from ietop.analyze.report import Analysis
+from parsers.text.inert import visible
 
 MAX_ROWS = 25
+
+
+def _lit(text: str, style: str = "") -> Text:
+    """Literal, inert text: Rich renders a Text as given (no markup) but would pass controls to the terminal."""
+    return Text(visible(text), style=style)
 
 
 def _t(value: Any) -> Text:
@@ -27,7 +35,7 @@ def _t(value: Any) -> Text:
         return Text("—", style="dim")
     if isinstance(value, float):
         return Text(f"{value:.3f}")
-    return Text(str(value))
+    return _lit(str(value))
 
 
 def _short_time(iso: str | None) -> str | None:
@@ -43,7 +51,7 @@ def _src(d: dict[str, Any]) -> Text:
     s = d.get("source") or {}
     n = _SOURCE_INDEX.get(str(s.get("path")))
     prefix = f"#{n}:" if n is not None and len(_SOURCE_INDEX) > 1 else ""
-    return Text(f'{prefix}{s.get("line", "?")}', style="dim")
+    return _lit(f'{prefix}{s.get("line", "?")}', style="dim")
 
 
 def _table(title: str, columns: list[str]) -> Table:
@@ -86,27 +94,27 @@ def _summary(an: Analysis) -> RenderableType:
     lines = [Text.assemble(("Sources ", "bold"))]
     for i, s in enumerate(an.sources(), 1):
         name = os.path.basename(s["path"])
-        lines.append(Text(f'  #{i} {name}: {s["engine"]}, {s["format"]}, version {s["version"] or "unknown"}, '
+        lines.append(_lit(f'  #{i} {name}: {s["engine"]}, {s["format"]}, version {s["version"] or "unknown"}, '
                           f'{s["lines"]} lines, {s["unparsed_lines"]} unparsed'))
     inference = an.store.counts.get("inference_requests", 0)
-    lines.append(Text(f'Window: {d.first_time or "?"} → {d.last_time or "?"}'))
+    lines.append(_lit(f'Window: {d.first_time or "?"} → {d.last_time or "?"}'))
     cold = str(d.cold) if not d.cold_unknown else (
         f"{d.cold}, unknown for {d.cold_unknown} (no switch is logged at INFO)")
     # Every access line, the health checks counted instead of listed (`probes`) included.
     total = an.store.counts.get("requests", c["request"])
-    lines.append(Text(f'Requests: {total} ({inference} inference), '
+    lines.append(_lit(f'Requests: {total} ({inference} inference), '
                       f'cold loads waited on: {cold}, truncated: {d.truncated}'))
     if an.probes.rows:
         top = sorted(an.probes.rows.items(), key=lambda kv: -kv[1].count)[:4]
-        lines.append(Text(f"Health checks and listings: {an.probes.total} (counted, not listed: "
+        lines.append(_lit(f"Health checks and listings: {an.probes.total} (counted, not listed: "
                           + ", ".join(f"{m} {p} {st}×{r.count}" for (_s, m, p, st), r in top)
                           + (", …" if len(an.probes.rows) > 4 else "") + ")"))
-    lines.append(Text(f'Loads: {c["load"]}, unloads/evictions: {c["unload"]}, '
+    lines.append(_lit(f'Loads: {c["load"]}, unloads/evictions: {c["unload"]}, '
                       f'truncations: {c["truncation"]}, errors: {c["error"]}'))
     if d.statuses:
-        lines.append(Text("Status: " + ", ".join(f"{k}×{v}" for k, v in sorted(d.statuses.items()))))
+        lines.append(_lit("Status: " + ", ".join(f"{k}×{v}" for k, v in sorted(d.statuses.items()))))
     if an.store.counts.get("prompt_text_lines"):
-        lines.append(Text(f'{an.store.counts["prompt_text_lines"]} lines carry prompt text (omitted; '
+        lines.append(_lit(f'{an.store.counts["prompt_text_lines"]} lines carry prompt text (omitted; '
                           "--include-prompts to show)", style="yellow"))
     return Panel(Group(*lines), title="ietop analyze", title_align="left")
 
@@ -122,8 +130,8 @@ def _hints(an: Analysis) -> RenderableType:
     for hint in an.hints:
         d = hint.as_dict(an.source_paths)
         first = {"source": d["evidence"][0]} if d["evidence"] else {}
-        t.add_row(Text(hint.severity, style=_SEVERITY_STYLE.get(hint.severity, "")), Text(hint.id),
-                  Text(f"{hint.detail}. Next: {hint.next}"), _src(first) if first else _t(None))
+        t.add_row(_lit(hint.severity, style=_SEVERITY_STYLE.get(hint.severity, "")), _lit(hint.id),
+                  _lit(f"{hint.detail}. Next: {hint.next}"), _src(first) if first else _t(None))
     return t
 
 
@@ -137,11 +145,11 @@ def _timeline(an: Analysis) -> RenderableType:
         bits.append(f'parallel {load["parallel"]}' if load["parallel"] else "")
         bits.append(f'for {trig["path"]} at {_short_time(trig["time"])}' if trig else "")
         detail = ", ".join(b for b in bits if b)
-        events.append((load["time"] or "", Text(what), Text(detail), _src(load)))
+        events.append((load["time"] or "", _lit(what), _lit(detail), _src(load)))
     for un in islice(an.spool.records("unload"), 500):
         what_text = f'unload {un["model"] or "?"} ({un["reason"]})'
         detail = f'to load {un["for_model"]}' if un["for_model"] else ""
-        events.append((un["time"] or "", Text(what_text), Text(detail), _src(un)))
+        events.append((un["time"] or "", _lit(what_text), _lit(detail), _src(un)))
     t = _table("Loads and evictions", ["time", "event", "detail", "line"])
     events.sort(key=lambda e: e[0])
     for time, what_cell, detail_cell, src in events[:MAX_ROWS]:
@@ -180,11 +188,11 @@ def _settings(an: Analysis) -> RenderableType:
             continue
         ref = cfg.effective_ref.get(ekey) or cfg.configured_ref.get(ckey)
         where = _src({"source": {"path": paths[ref.src], "line": ref.line}}) if ref else _t(None)
-        t.add_row(Text(label), _t(conf), _t(eff), where)
+        t.add_row(_lit(label), _t(conf), _t(eff), where)
     for key in ("ctx_total", "ctx_per_slot_limit", "n_ctx_train", "runner_num_ctx", "gpu_layers", "version"):
         if key in cfg.effective:
             ref = cfg.effective_ref[key]
-            t.add_row(Text(key), _t(None), _t(cfg.effective[key]),
+            t.add_row(_lit(key), _t(None), _t(cfg.effective[key]),
                       _src({"source": {"path": paths[ref.src], "line": ref.line}}))
     return t
 
@@ -197,7 +205,7 @@ def _latency(an: Analysis) -> RenderableType:
              else f"Latency from /metrics: {span}" if span else "Latency (from /metrics histograms)")
     t = _table(title, ["metric", "count", "p50", "p90", "p99", "max"])
     for name, summary in latency.items():
-        t.add_row(Text(name), _t(summary["count"]), _t(summary["p50"]), _t(summary["p90"]),
+        t.add_row(_lit(name), _t(summary["count"]), _t(summary["p50"]), _t(summary["p90"]),
                   _t(summary["p99"]), _t(summary["max"]))
     return t
 

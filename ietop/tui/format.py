@@ -1,29 +1,27 @@
 """Formatting shared by the widgets: untrusted text made inert, sizes, durations, sparklines, bars.
 
 Log text is untrusted: it must never reach Rich's markup parser (a `[bold]` or `[link=…]` in a prompt
-would be interpreted) nor the terminal as escape sequences. Every cell goes through `safe`.
+would be interpreted) nor the terminal as escape sequences or bidi reordering. Every cell goes through `safe`
+or `cell`; which characters are made visible is `parsers.text.inert`'s one definition, shared with
+`ietop analyze`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from rich.text import Text
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+from parsers.text.inert import visible
+
 SPARK = "▁▂▃▄▅▆▇█"
 
 
-def _visible(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return "␛" if code == 0x1B else f"\\x{code:02x}"
-
-
 def clean(value: object) -> str:
-    """The text with control characters (ESC, CSI, BEL…) replaced by visible stand-ins."""
-    return _CONTROL.sub(_visible, str(value))
+    """The text with control characters (ESC, CSI, BEL…), bidi controls and invisible characters replaced
+    by visible stand-ins (`parsers.text.inert`)."""
+    return visible(str(value))
 
 
 def safe(value: object, style: str = "") -> Text:

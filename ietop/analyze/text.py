@@ -112,7 +112,10 @@ def _summary(an: Analysis) -> RenderableType:
     lines.append(_lit(f'Loads: {c["load"]}, unloads/evictions: {c["unload"]}, '
                       f'truncations: {c["truncation"]}, errors: {c["error"]}'))
     if d.statuses:
-        lines.append(_lit("Status: " + ", ".join(f"{k}×{v}" for k, v in sorted(d.statuses.items()))))
+        # 0: no answer came (the proxy saw the upstream refuse, time out or reset); said in words, last.
+        shown = [f"{k}×{v}" for k, v in sorted(d.statuses.items()) if k] + (
+            [f"no answer×{d.statuses[0]}"] if d.statuses.get(0) else [])
+        lines.append(_lit("Status: " + ", ".join(shown)))
     if an.store.counts.get("prompt_text_lines"):
         lines.append(_lit(f'{an.store.counts["prompt_text_lines"]} lines carry prompt text (omitted; '
                           "--include-prompts to show)", style="yellow"))

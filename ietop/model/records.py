@@ -129,7 +129,7 @@ class Request:
             "model": self.model,
             "method": self.method,
             "path": self.path,
-            "status": self.status,
+            "status": self.status or None,  # 0: no answer (the proxy saw the upstream fail)
             "client": self.client,
             "inference": self.inference,
             "latency_s": self.latency_s,
@@ -152,7 +152,7 @@ class Request:
         """`as_dict` serialized, written by hand: requests are most of a large report."""
         return (
             f'{{"time":{_js(iso_cached(self.time))},"engine":{_js(self.engine)},"model":{_js(self.model)},'
-            f'"method":{_js(self.method)},"path":{_js(self.path)},"status":{self.status},'
+            f'"method":{_js(self.method)},"path":{_js(self.path)},"status":{self.status or "null"},'
             f'"client":{_js(self.client)},"inference":{_js(self.inference)},"latency_s":{_js(self.latency_s)},'
             f'"prompt_tokens":{_js(self.prompt_tokens)},"prompt_tokens_source":{_js(self.prompt_tokens_source)},'
             f'"prefill_tokens":{_js(self.prefill_tokens)},"cached_tokens":{_js(self.cached_tokens)},'

@@ -82,7 +82,8 @@ def request_view(req: Request, lookup: Lookup, model: str | None = None) -> Rend
     facts = _facts([
         ("time", req.time.isoformat() if req.time else "—"), ("engine", req.engine),
         ("model", model or req.model or "unknown (no line named it)"),
-        ("request", f"{req.method} {req.path}"), ("status", req.status), ("client", req.client or "—"),
+        ("request", f"{req.method} {req.path}"), ("status", req.status or "none (no answer)"),
+        ("client", req.client or "—"),
         ("truncated", "yes — the model did not see the whole prompt" if req.truncated else "no"
          if req.truncated is not None else f"unknown: {(req.unknown or {}).get('truncated', 'not in the log')}"),
         ("waited for a load", "yes" if req.cold_load else "no" if req.cold_load is not None else

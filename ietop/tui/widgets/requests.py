@@ -46,7 +46,7 @@ def request_cells(r: Request, model: str | None) -> tuple[Cell, ...]:
     bad = r.status >= 400
     return (
         (clock(r.time, r.t_end), ""), cell(r.engine), cell(model_name(model) or "?"),
-        (str(r.status), "bold red" if bad else "green"),
+        (str(r.status), "bold red" if bad else "green") if r.status else ("none", "bold red"),  # 0: no answer
         ("—" if r.prompt_tokens is None else str(r.prompt_tokens), ""),
         ("yes", "bold yellow") if r.truncated else ("?", "dim") if r.truncated is None else ("", ""),
         ("—" if r.output_tokens is None else str(r.output_tokens), ""),

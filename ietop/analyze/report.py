@@ -9,7 +9,6 @@ never sits in memory as one object.
 from __future__ import annotations
 
 import heapq
-import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -17,7 +16,7 @@ from datetime import datetime
 from itertools import islice
 from typing import IO, Any
 
-from ietop.analyze.spool import Spool
+from ietop.analyze.spool import Spool, json_dumps
 from ietop.model.counters import Histograms, Window, since_start
 from ietop.model.hints import HintContext, HintEngine
 from ietop.model.probes import ProbeTable
@@ -225,7 +224,7 @@ class Analysis:
         would get them acted on. Every piece is written through `escape_json`, which escapes those as `\\uXXXX`:
         the values decode the same. Records go in batches: one check per batch, not per record, keeps the
         listing of millions of requests as fast as it was."""
-        dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        dumps = json_dumps()
 
         def write(text: str) -> None:
             out.write(escape_json(text))

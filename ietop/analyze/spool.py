@@ -9,6 +9,7 @@ the line that names it can come after the record was spooled, even in another fi
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tempfile
@@ -25,6 +26,32 @@ KINDS = ("request", "load", "unload", "truncation", "error", "task", "prompt", "
 _MODEL_FIELD_RE = re.compile(r'([{,]"(?:for_)?model":)("(?:[^"\\]|\\.)*")')
 
 
+def finite(value: Any) -> Any:
+    """`value` with every NaN or infinite float replaced by None: JSON has no such numbers (`Infinity` is not
+    JSON), and a report states no number rather than an impossible one."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def json_dumps() -> Callable[[Any], str]:
+    """A compact JSON encoder that never writes NaN or Infinity: the C encoder refuses them (allow_nan=False),
+    and only then is the value walked once to null them (`finite`)."""
+    encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+    def dumps(value: Any) -> str:
+        try:
+            return encode(value)
+        except ValueError:
+            return encode(finite(value))
+
+    return dumps
+
+
 class Spool:
     """Per-kind JSON-lines spool files in a private temporary directory."""
 
@@ -34,7 +61,7 @@ class Spool:
         self._files: dict[str, IO[str]] = {}
         self.counts: dict[str, int] = dict.fromkeys(KINDS, 0)
         self.hooks: list[Callable[[str, Any], None]] = []
-        self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        self._dumps = json_dumps()
         self.aliases: Mapping[str, str] = {}
         """Blob → model name (the store's LoadTracker.aliases), applied as records are read back."""
         self.probes: ProbeTable | None = None

@@ -17,18 +17,24 @@ import re
 from parsers.events.base import Event
 
 LIMIT = float(2**53)
-# A field's annotation (a string: every event module uses postponed annotations) that holds one number.
-_SCALAR_RE = re.compile(r"^(?:int|float)(?: \| None)?$|^None \| (?:int|float)$")
+# A field's annotation (a string: every event module uses postponed annotations) that may hold one number:
+# `int`, `float | None`, `float | str` (a start-up fact's value), never a container.
+_NAME_RE = re.compile(r"^\w+$")
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
+def _one_number(annotation: object) -> bool:
+    if not isinstance(annotation, str):
+        return False
+    members = [m.strip() for m in annotation.split("|")]
+    return all(_NAME_RE.match(m) for m in members) and bool({"int", "float"} & set(members))
+
+
 def numeric_fields(cls: type) -> tuple[str, ...]:
-    """The names of an event class's fields that hold one int or float (None allowed); bools excluded."""
+    """The names of an event class's fields that may hold one int or float; bools and containers excluded."""
     found = _FIELDS.get(cls)
     if found is None:
-        found = _FIELDS[cls] = tuple(
-            f.name for f in dataclasses.fields(cls) if isinstance(f.type, str) and _SCALAR_RE.match(f.type)
-        )
+        found = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls) if _one_number(f.type))
     return found
 
 
@@ -40,7 +46,7 @@ def implausible(event: Event) -> str | None:
         names = numeric_fields(cls)
     for name in names:
         value = getattr(event, name)
-        # `not (a < x < b)` is also true for NaN; bool is an int, and always in range.
-        if value is not None and not -LIMIT < value < LIMIT:
+        # `not (a < x < b)` is also true for NaN; bool is an int, and always in range; a str is no number.
+        if value is not None and value.__class__ is not str and not -LIMIT < value < LIMIT:
             return name
     return None

@@ -85,3 +85,30 @@ def test_every_event_type_has_its_numbers_checked() -> None:
     assert "co_resident" not in numeric_fields(ev.LoadDecision)
     counted = [t for t in ev.ALL_EVENT_TYPES if len(numeric_fields(t)) > 1]
     assert len(counted) > 20
+
+
+def test_a_start_up_fact_is_checked_when_it_is_a_number() -> None:
+    assert numeric_fields(ev.StartupFact) == ("line", "value")
+    assert implausible(ev.StartupFact(1, None, "model_memory_gib", float("inf"))) == "value"
+    assert implausible(ev.StartupFact(1, None, "model_memory_gib", 14.2)) is None
+    assert implausible(ev.StartupFact(1, None, "listen", "http://0.0.0.0:8000")) is None
+
+
+def test_json_never_carries_a_non_finite_number() -> None:
+    from ietop.analyze.spool import json_dumps
+
+    dumps = json_dumps()
+    assert dumps({"a": [1.5, float("inf")], "b": {"c": float("nan")}}) == '{"a":[1.5,null],"b":{"c":null}}'
+    assert dumps({"a": 1}) == '{"a":1}'
+
+
+def test_a_vllm_start_up_number_too_large(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    real = (ROOT / "").read_text()
+    log = tmp_path / "vllm-huge-memory.log"
+    changed, n = re.subn(r"Model loading took [0-9.]+ GiB", f"Model loading took {BIG} GiB", real, count=1)
+    assert n == 1
+    log.write_text(changed)
+    assert main(["analyze", "--json", str(log)]) == 0
+    doc = strict(capsys.readouterr().out)
+    assert doc["counts"]["implausible_lines"] == 1
+    assert "model_memory_gib" not in doc["config"]["effective"]

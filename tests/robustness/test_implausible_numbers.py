@@ -103,7 +103,7 @@ def test_json_never_carries_a_non_finite_number() -> None:
 
 
 def test_a_vllm_start_up_number_too_large(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    real = (ROOT / "").read_text()
+    real = (ROOT / "fixtures/vllm/010-v1-0.11-startup-custom-log-format.txt").read_text()
     log = tmp_path / "vllm-huge-memory.log"
     changed, n = re.subn(r"Model loading took [0-9.]+ GiB", f"Model loading took {BIG} GiB", real, count=1)
     assert n == 1

@@ -285,13 +285,15 @@ def open_inputs(store: Store, paths: Iterable[str], engine: str | None = None,
     inputs: list[FileInput] = []
     names = names or {}
     for path in paths:
-        shown = names.get(path, path)
+        # A name that is not UTF-8 (bytes the OS handed over as surrogates) cannot be written to any report:
+        # its odd bytes are shown escaped (`bad\xff.log`).
+        shown = names.get(path, path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
         try:
             found = sniff(path, engine)
         except (FormatError, SourceError) as exc:
             if shown == path:
                 raise
-            raise type(exc)(str(exc).replace(path, shown)) from exc
+            raise type(exc)(str(exc).replace(path, shown).replace(repr(path), shown)) from exc
         src = store.add_source(shown, "vllm" if found == SCRAPE else found)
         inputs.append(FileInput(path, found, make_parser(found, file_year(path)), src))
     return inputs

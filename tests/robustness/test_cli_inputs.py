@@ -151,3 +151,16 @@ def test_a_path_behind_a_closed_directory(command: list[str], locked: Path, caps
     argv = [command[0], command[1] + str(locked)] if len(command) == 2 else [*command, str(locked)]
     _one_line_error(capsys, argv, f"ietop: error: {locked}: permission denied (a directory on its path cannot be "
                                   "entered)")
+
+
+def test_a_file_name_that_is_not_utf8(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Linux names are bytes: one that is not UTF-8 used to crash the spool (UnicodeEncodeError)."""
+    raw = os.path.join(os.fsencode(tmp_path), b"bad\xff.log")
+    with open(raw, "wb") as f:
+        f.write(INCIDENT[:20_000])
+    name = os.fsdecode(raw)
+    doc = _doc(capsys, ["analyze", "--json", name])
+    assert doc["sources"][0]["path"] == f"{tmp_path}/bad\\xff.log"
+    assert main(["analyze", name]) == 0
+    assert "bad\\xff.log" in capsys.readouterr().out
+    assert main(["analyze", "--csv", str(tmp_path / "csv"), name]) == 0

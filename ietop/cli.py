@@ -12,9 +12,13 @@ import math
 import sys
 from collections.abc import Sequence
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from ietop import __version__
 from ietop.runtime import tune_gc
+
+if TYPE_CHECKING:
+    from parsers.events import ProxyRequest
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
 
@@ -235,7 +239,6 @@ def _analyze_inputs(args: argparse.Namespace, paths: list[str], names: dict[str,
 
 def _proxy(args: argparse.Namespace) -> int:
     from ietop.sources.proxy import JsonlError, parse_listen, run_proxy
-    from parsers.events import ProxyRequest
 
     try:
         parse_listen(args.listen, allow_remote=args.allow_remote)
@@ -243,18 +246,8 @@ def _proxy(args: argparse.Namespace) -> int:
         print(f"ietop: error: {exc} (use --allow-remote to listen beyond this machine)", file=sys.stderr)
         return EXIT_USAGE
 
-    def ms(v: float | None) -> str:
-        return "-" if v is None else f"{v * 1000:.0f}ms"
-
-    def n(v: int | None) -> str:
-        return "-" if v is None else str(v)
-
     def show(e: ProxyRequest) -> None:
-        # Plain text, one line: model names and errors come from the network and are not markup.
-        err = f" error={e.error}" if e.error else ""
-        print(f"{e.method} {e.path} {e.status or '-'} model={e.model or '-'} ttft={ms(e.ttft_s)} itl={ms(e.itl_s)} "
-              f"e2e={ms(e.e2e_s)} prompt={n(e.prompt_tokens)} out={n(e.output_tokens)}{err}",
-              file=sys.stderr, flush=True)
+        print(proxy_line(e), file=sys.stderr, flush=True)
 
     def ready() -> None:
         print(f"ietop proxy: listening on http://{args.listen} → {args.upstream}"
@@ -273,6 +266,23 @@ def _proxy(args: argparse.Namespace) -> int:
         print(f"ietop: error: cannot listen on {args.listen}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_RUNTIME
     return EXIT_OK
+
+
+def proxy_line(e: ProxyRequest) -> str:
+    """`ietop proxy`'s line per measured request. Plain text: model names, paths and errors come from the
+    network: no markup, no control character reaches the terminal (parsers.text.inert)."""
+    from parsers.text.inert import visible
+
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v * 1000:.0f}ms"
+
+    def n(v: int | None) -> str:
+        return "-" if v is None else str(v)
+
+    err = f" error={visible(e.error)}" if e.error else ""
+    return (f"{visible(e.method)} {visible(e.path)} {e.status or '-'} model={visible(e.model or '-')} "
+            f"ttft={ms(e.ttft_s)} itl={ms(e.itl_s)} e2e={ms(e.e2e_s)} prompt={n(e.prompt_tokens)} "
+            f"out={n(e.output_tokens)}{err}")
 
 
 def demo_paths() -> list[str]:

@@ -29,6 +29,7 @@ from ietop.pipeline.clock import ReplayClock
 from ietop.pipeline.feeds import Batch, Evidence, ProxyFeed
 from ietop.pipeline.hardware import Hardware
 from ietop.pipeline.polling import ProcessSamples
+from ietop.tui.format import clean
 from ietop.tui.pacing import RedrawPacer
 from ietop.tui.replay_control import ReplayControls, ReplayParts
 from ietop.tui.screens.detail import DetailScreen, event_view, hint_view, request_view
@@ -240,9 +241,9 @@ class IetopApp(ReplayControls):
             self.store.sources[src].lines = n
         if batch.error:
             self.errors.append(batch.error)
-            self.notify(batch.error, severity="error", timeout=10)
+            self.notify(clean(batch.error), severity="error", timeout=10, markup=False)
         if batch.note:
-            self.notify(batch.note, timeout=5)
+            self.notify(clean(batch.note), timeout=5, markup=False)
         if batch.done and self.setup.clock is not None:
             self._replay_done = True
             self._stop_at = None

@@ -24,6 +24,7 @@ from ietop.model.snapshot import Snapshot
 from ietop.model.store import Store
 from ietop.pipeline.clock import ReplayClock
 from ietop.pipeline.feeds import Batch, Evidence, ReplayFeed
+from ietop.tui.format import clean
 
 if TYPE_CHECKING:
     from ietop.tui.app import Setup
@@ -143,14 +144,14 @@ class ReplayControls(App[None]):
     def on_back_target(self, message: BackTarget) -> None:
         self._going_back = False
         if message.error is not None:
-            self.notify(message.error, severity="error", timeout=8)
+            self.notify(clean(message.error), severity="error", timeout=8, markup=False)
         if message.items is None or message.generation != self._generation or self.setup.restart is None:
             return
         old = self.setup.clock
         try:
             parts = self.setup.restart(old.speed if old is not None else 1.0)
         except Exception as exc:  # as above, between the search and now
-            self.notify(f"cannot go back: {exc}", severity="error", timeout=8)
+            self.notify(clean(f"cannot go back: {exc}"), severity="error", timeout=8, markup=False)
             return
         self._feed_stop.set()
         self._generation += 1

@@ -140,3 +140,20 @@ def test_dashboard_cells_show_stand_ins(text: str) -> None:
     rendered = console.export_text()
     assert _forbidden(rendered) == []
     assert "\\u202e" in rendered and "\\u2066" in rendered
+
+
+def test_the_proxy_line_per_request_is_inert() -> None:
+    """`ietop proxy` prints a line per measured request on stderr: its model, path and error come from the
+    network (issue 21)."""
+    from datetime import datetime, timezone
+
+    from ietop.cli import proxy_line
+    from parsers.events import ProxyRequest
+    from parsers.text.inert import FORBIDDEN
+
+    hostile = "llama\x9b31m\u202e[bold]x"
+    e = ProxyRequest(0, datetime(2026, 1, 1, tzinfo=timezone.utc), "POST", "/api/chat\x1b[2J", 200, hostile, True,
+                     0.1, 0.2, 0.01, 1.0, 10, 5, 10, None, None, 100, 200, "upstream said \x1b]0;pwned\x07")
+    line = proxy_line(e)
+    assert FORBIDDEN.search(line) is None and "\x1b" not in line, line
+    assert "[bold]" in line and "ttft=200ms" in line

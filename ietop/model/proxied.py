@@ -21,7 +21,10 @@ STATED = ("prompt_tokens", "cached_tokens", "prefill_tokens", "output_tokens", "
 def proxied_request(t: float, e: ProxyRequest, ref: Ref) -> tuple[Request, Simple | None]:
     """The request, and the error record when the exchange failed. `t` is when the request began."""
     e2e = e.e2e_s or 0.0
-    end = e.ts + timedelta(seconds=e2e) if e.ts is not None else None
+    try:
+        end = e.ts + timedelta(seconds=e2e) if e.ts is not None else None
+    except OverflowError:  # a record stamped at the end of year 9999: no later time exists to end at
+        end = e.ts
     engine = "ollama" if e.path.startswith("/api/") else "openai-compatible"
     req = Request(end, t + e2e, t, engine, e.method, e.path, e.status or 0, None, e.e2e_s, ref,
                   model=e.model, inference=True, prompt_tokens=e.prompt_tokens,

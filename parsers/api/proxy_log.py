@@ -5,6 +5,7 @@ measured through the same pipeline as logs. One JSON object per line, the fields
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import fields
 from datetime import datetime
 from typing import Any
@@ -16,11 +17,16 @@ _REQUIRED = ("method", "path")
 
 
 def _num(value: Any, kind: type) -> Any:
-    if value is None or isinstance(value, bool):
+    """A number of the record as `kind`, None when absent or not one: JSON allows `1e400` (inf as a float) and
+    a 400-digit int (too large for one); neither is a measurement. The store's guard bounds the rest."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    if isinstance(value, (int, float)):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    try:
         return kind(value)
-    return None
+    except (OverflowError, ValueError):
+        return None
 
 
 def from_json(text: str, line: int = 0, env_ts: datetime | None = None) -> ProxyRequest:

@@ -112,3 +112,18 @@ def test_a_vllm_start_up_number_too_large(tmp_path: Path, capsys: pytest.Capture
     doc = strict(capsys.readouterr().out)
     assert doc["counts"]["implausible_lines"] == 1
     assert "model_memory_gib" not in doc["config"]["effective"]
+
+
+def test_proxy_records_with_numbers_json_allows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """JSON allows `1e400` (inf as a float) and a 400-digit int; a record stamped at the end of year 9999
+    leaves no room for its duration (found by bench/fuzz_campaign.py: OverflowError tracebacks)."""
+    log = tmp_path / "proxy.jsonl"
+    log.write_text(
+        '{"method":"POST","path":"/api/chat","ttfb_s":' + BIG + ',"ttft_s":1e400,"e2e_s":0.5,"bytes_down":10,'
+        '"status":200,"ts":"2026-11-29T12:00:00Z"}\n'
+        '{"method":"POST","path":"/api/chat","ttft_s":0.1,"e2e_s":0.3,"bytes_down":0,"status":200,'
+        '"ts":"9999-12-31T23:59:59.9"}\n')
+    assert main(["analyze", "--json", "--engine", "proxy", str(log)]) == 0
+    doc = strict(capsys.readouterr().out)
+    assert [r["ttft_s"] for r in doc["requests"]] == [None, 0.1]
+    assert doc["requests"][1]["time"].startswith("9999-12-31T23:59:59")

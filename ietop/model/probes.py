@@ -22,7 +22,7 @@ PROBE_METHODS = ("GET", "HEAD")
 def is_probe(method: str, status: int, inference: bool) -> bool:
     """A successful read-only call that is not inference: what `ietop.analyze/2` counts instead of listing.
     POST management calls (`/api/show`, `/api/pull`) stay listed: they change or explain state."""
-    return not inference and status < 400 and method in PROBE_METHODS
+    return not inference and 100 <= status < 400 and method in PROBE_METHODS  # 0: no answer, not a success
 
 
 @dataclass(slots=True)
@@ -37,12 +37,20 @@ class ProbeRow:
     latency_max: float | None = None
 
 
-def iso_at(t: float, offset: timedelta | None) -> str:
+_EPOCH = datetime(1970, 1, 1)  # noqa: DTZ001 - naive on purpose: the wall clock a line shows
+
+
+def iso_at(t: float, offset: timedelta | None) -> str | None:
     """The ISO time of epoch `t` on a clock `offset` from UTC; without an offset, the naive wall time (as
-    ietop.model's `epoch` reads a zone-less time: as if it were UTC)."""
-    if offset is None:
-        return datetime.fromtimestamp(t, timezone.utc).replace(tzinfo=None).isoformat()
-    return datetime.fromtimestamp(t, timezone(offset)).isoformat()
+    ietop.model's `epoch` reads a zone-less time: as if it were UTC). None when that clock would show a year
+    outside 1–9999 (a line stamped 0001/01/01 read three hours east of UTC)."""
+    try:
+        # Built on the wall clock, not through UTC: 9999-12-31 23:00 three hours west of UTC is a time a
+        # line can show, its UTC (year 10000) is not one datetime can hold.
+        wall = _EPOCH + timedelta(seconds=t + (offset.total_seconds() if offset is not None else 0.0))
+    except OverflowError:
+        return None
+    return (wall if offset is None else wall.replace(tzinfo=timezone(offset))).isoformat()
 
 
 class ProbeTable:

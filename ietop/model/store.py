@@ -82,6 +82,8 @@ class Store:
         self.gpu_memory: dict[str, ev.GpuMemory] = {}
         """Device id → the newest memory figure the scheduler logged for it."""
         self._now = 0.0
+        self._implausible_at: dict[int, int] = {}
+        """Per source, the last line counted as implausible (a line can give several events)."""
 
     @property
     def sink(self) -> Sink:
@@ -129,9 +131,12 @@ class Store:
         for src, t, event in items:
             self.version += 1
             if implausible(event) is not None:
-                # A number no engine writes (400 digits, an overflow to inf): the line is not believed.
-                sources[src].unparsed_lines += 1
-                counts["implausible_lines"] = counts.get("implausible_lines", 0) + 1
+                # A number no engine writes (400 digits, an overflow to inf): the line is not believed; counted
+                # once however many of its events carry such a number.
+                if self._implausible_at.get(src) != event.line:
+                    self._implausible_at[src] = event.line
+                    sources[src].unparsed_lines += 1
+                    counts["implausible_lines"] = counts.get("implausible_lines", 0) + 1
                 continue
             if t > self._now:
                 self._now = t

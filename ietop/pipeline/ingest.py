@@ -110,7 +110,7 @@ def _scrape_event(inp: FileInput) -> Iterator[tuple[float, int, int, Event]]:
         scrape = parse_scrape(text, inp.path, ts, line=1)
     except ScrapeError as exc:
         raise FormatError(f"{inp.path}: {exc}") from exc
-    inp.lines = text.count("\n")
+    inp.lines = text.count("\n") + (not text.endswith("\n") and text != "")  # a last line without its newline
     # Scrapes saved side by side are one endpoint's series (a window needs two of them).
     import os
 

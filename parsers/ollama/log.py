@@ -59,7 +59,7 @@ ERAS = {
 
 def era_of_version(version: str) -> str | None:
     """Map an Ollama release to its log era (see reference/ollama-formats.md §0)."""
-    m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version)
+    m = re.match(r"v?(\d{1,9})\.(\d{1,9})\.(\d{1,9})", version)  # bounded: int() refuses 4,300 digits
     if m is None:
         return None
     v = (int(m.group(1)), int(m.group(2)), int(m.group(3)))

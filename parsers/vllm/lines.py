@@ -235,7 +235,8 @@ def preemption_event(msg: str, line: int, ts: datetime | None) -> Preemption | N
 # ---- uvicorn (§7) ------------------------------------------------------------------------------------------
 
 UVICORN_RE = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL|TRACE): +")
-_ACCESS_RE = re.compile(r'(\S*) - "([A-Z]+) (\S+) HTTP/[\d.]+" (\d{3})(?: .*)?')
+# The client is absent where uvicorn has none to show (`INFO:      - "GET /health …"`: vLLM on --uds).
+_ACCESS_RE = re.compile(r'(?:(\S+) )?- "([A-Z]+) (\S+) HTTP/[\d.]+" (\d{3})(?: .*)?')
 _UVICORN_LISTEN_RE = re.compile(r"Uvicorn running on (\S+)")
 
 
@@ -244,7 +245,7 @@ def access_event(rest: str, line: int, ts: datetime | None) -> HttpAccess | None
     m = _ACCESS_RE.fullmatch(rest)
     if m is None:
         return None
-    client = m.group(1)
+    client = m.group(1) or ""
     host, sep, port = client.rpartition(":")
     if sep and port.isascii() and port.isdigit():
         client = host

@@ -71,7 +71,7 @@ _PROCESS_RE = re.compile(r"Process [\w-]+:")
 _DEFAULT_YEAR = 2000
 
 ERAS = (None, "vLLM V0", "vLLM V1", "vLLM V1 0.32+")
-_VERSION_RE = re.compile(r"v?(\d+)\.(\d+)")
+_VERSION_RE = re.compile(r"v?(\d{1,9})\.(\d{1,9})")  # bounded: int() refuses 4,300 digits
 
 
 class VllmParser:
@@ -140,25 +140,36 @@ class VllmParser:
         return self._finish()
 
     def _parse(self, line: int, text: str, env_ts: datetime | None) -> list[Event]:
+        # Records glued onto one line are read one after the other, in a loop: one recursion per record ran
+        # out of stack (and held every remainder) on a line of a thousand of them.
+        out: list[Event] = []
+        rest: str | None = text
+        while rest is not None:
+            events, rest = self._parse_one(line, rest, env_ts)
+            out += events
+        return out
+
+    def _parse_one(self, line: int, text: str, env_ts: datetime | None) -> tuple[list[Event], str | None]:
+        """The events of the line's first record, and the text of a record glued after it (or None)."""
         if text[:1] == "{" and (record := json_record(text)) is not None:
             # A JSON formatter's record: read as the lines the default format would have printed. Its time
             # stands in for the one uvicorn's text line lacks.
             lines, when = record
-            return [e for part in lines for e in self._parse(line, part, env_ts or when)]
+            return [e for part in lines for e in self._parse(line, part, env_ts or when)], None
         if text[:1] == "│" or text.endswith("│"):
             text = text.strip().strip("│").strip()  # TUI borders around each line (sample 030)
         if not text or text.isspace():
-            return []
+            return [], None
         proc = ""
         rest = text
         if text[0] == "(" and (pm := _PREFIX_RE.match(text)) is not None:
             proc, rest = pm.group(1), text[pm.end():]
             self.saw_process(proc)
             if not rest.strip():
-                return []  # a bare prefix: the process printed an empty line
+                return [], None  # a bare prefix: the process printed an empty line
         if rest[:1] in ("D", "I", "W", "E", "C") and (rm := _RECORD_RE.match(rest)) is not None:
             return self._record(line, rest, rm, proc, env_ts)
-        return self._raw(line, rest, env_ts or self._last_ts)
+        return self._raw(line, rest, env_ts or self._last_ts), None
 
     # ---- records ----------------------------------------------------------------------------------------
 
@@ -183,7 +194,8 @@ class VllmParser:
         self._last_ts = ts
         return ts
 
-    def _record(self, line: int, rest: str, m: re.Match[str], proc: str, env_ts: datetime | None) -> list[Event]:
+    def _record(self, line: int, rest: str, m: re.Match[str], proc: str, env_ts: datetime | None
+                ) -> tuple[list[Event], str | None]:
         ts = self._stamp(m, env_ts)
         if m.group(9) is None and m.group(2) is None:
             self._saw(1)  # `metrics.py:449]` with no `[`: V0 (and the rare opt-in V1) before ~0.8
@@ -199,9 +211,7 @@ class VllmParser:
         else:
             out = self._settle(proc)
             out += self._message(msg, line, ts) or []
-        if glued is not None:
-            out += self._parse(line, glued, env_ts)
-        return out
+        return out, glued
 
     def _stopping(self, line: int, ts: datetime | None) -> list[Event]:
         """The server's first shutdown line: it stops, and what it held with it."""

@@ -136,10 +136,19 @@ def _ollama_counts(probes: pl.DataFrame, split: Split, offsets: list[tuple[int, 
     per_seg = probe.group_by("seg", "run").agg(pl.len().alias("n"), pl.col("t").max(), pl.col("row").max())
     out: list[Keyed] = []
     for seg, run, n, t, row in per_seg.sort("seg").iter_rows():
-        offset = offsets[run][1]
-        ts = _EPOCH + timedelta(seconds=t) if offset is None else datetime.fromtimestamp(t, zone(offset))
-        out.append((seg + 0.5, 1, [AccessCount(base + row + 1, ts, n)]))
+        out.append((seg + 0.5, 1, [AccessCount(base + row + 1, _wall(t, offsets[run][1]), n)]))
     return out
+
+
+def _wall(t: float, offset: timedelta | None) -> datetime | None:
+    """The time a line showed, from its epoch and its clock's offset. Built on the wall clock itself, not through
+    UTC: 9999-12-31 23:00 three hours west of UTC is a time a line can show, its UTC (year 10000) is not one
+    datetime can hold. None past year 9999 or before year 1 (the count still counts)."""
+    try:
+        wall = _EPOCH + timedelta(seconds=t + (offset.total_seconds() if offset is not None else 0.0))
+    except OverflowError:
+        return None
+    return wall if offset is None else wall.replace(tzinfo=zone(offset))
 
 
 def _vllm_batches(parser: VllmParser, src: int, lines: pl.Series, base: int, table: ProbeTable,

@@ -1,0 +1,49 @@
+"""`ietop analyze` end to end on mutated real logs (hypothesis; tests/robustness/fuzz_support.py has the
+mutations and the invariants): no traceback, one-line errors, strict and finite JSON, line counts that add up,
+the columnar reader agreeing with the per-line one, no terminal control character in the report or the CSV.
+
+Bounded for CI (400 cases: ~35 s on two busy cores); `IETOP_FUZZ_EXAMPLES=5000` runs longer, and
+bench/fuzz_campaign.py is the long form. Open known defects (fuzz_support.KNOWN) are tolerated here and counted
+(`--hypothesis-show-statistics`); test_fuzz_known_defects.py holds their reproducers.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.robustness import fuzz_support as fs
+
+
+@fs.fuzz_settings(400)
+@given(st.deferred(lambda: fs.case_strategy("analyze")))
+def test_analyze_holds_its_invariants_on_mutated_logs(case: fs.Case) -> None:
+    fs.check_bounded(case)
+
+
+def test_console_script_on_a_hostile_log() -> None:
+    """The one subprocess case: the installed entry point, as a user runs it, on a log carrying every kind of
+    hostile value at once (it runs in-process everywhere else: ~0.5 s of start-up per run)."""
+    recipe = fs.Recipe(0, 0, 40, (("number", 3, 0), ("inject", 5, 14), ("nul_pad", 7, 2), ("long", 9, 2),
+                                  ("ts_hostile", 11, 1), ("field", 13, 4), ("cut", 15, 30)))
+    log = fs.Workdir()
+    try:
+        path = log.write([fs.materialize(recipe, fs.log_seeds(), fs.seed_deck())])[0]
+        env = {**os.environ, "COLUMNS": "120"}
+        for extra in ([], ["--json"]):
+            run = subprocess.run([sys.executable, "-m", "ietop", "analyze", path, *extra], capture_output=True,
+                                 text=True, env=env, timeout=120, check=False)
+            assert run.returncode in (0, 1), run.stderr
+            assert "Traceback" not in run.stderr, run.stderr
+            if run.returncode:
+                assert run.stderr.count("\n") == 1 and run.stdout == "", run.stderr
+            elif extra:
+                _doc, found = fs.check_json_text(run.stdout, "json")
+                new, _seen = fs.new_violations(found)
+                assert not new, [v.signature for v in new]
+    finally:
+        log.cleanup()

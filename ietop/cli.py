@@ -26,8 +26,21 @@ EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         # argparse prints usage + message; keep its exit code 2 but make the message one clear line.
+        message += _did_you_mean(message)
         self.exit(EXIT_USAGE, f"ietop: error: {message} (see ietop {self.prog.split()[-1]} --help)\n"
                   if " " in self.prog else f"ietop: error: {message} (see ietop --help)\n")
+
+
+def _did_you_mean(message: str) -> str:
+    """" (did you mean 'analyze'?)" for argparse's `invalid choice: 'analyse' (choose from 'analyze', …)`."""
+    import difflib
+    import re
+
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if m is None:
+        return ""
+    close = difflib.get_close_matches(m.group(1), re.findall(r"'([^']*)'", m.group(2)), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -76,7 +76,7 @@ def parse_listen(listen: str, *, allow_remote: bool = False) -> tuple[str, int]:
     if not 0 <= port <= 65535:
         raise ValueError(f"listen port out of range: {port}")
     if not allow_remote and not _is_loopback(host):
-        raise ValueError(f"refusing to listen on {host}: not a loopback address (pass allow_remote to expose it)")
+        raise ValueError(f"refusing to listen on {host}: not a loopback address")
     return host, port
 
 

@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ietop.analyze.report import Analysis
+from ietop.model.durations import secs
 from parsers.text.inert import visible
 
 MAX_ROWS = 25
@@ -30,12 +31,17 @@ def _lit(text: str, style: str = "") -> Text:
 
 
 def _t(value: Any) -> Text:
-    """Literal text for a cell (None shows as an em dash)."""
+    """Literal text for a cell (None shows as an em dash; a whole number without decimals)."""
     if value is None:
         return Text("—", style="dim")
     if isinstance(value, float):
-        return Text(f"{value:.3f}")
+        return Text(f"{value:.0f}" if value.is_integer() and abs(value) < 1e15 else f"{value:.3f}")
     return _lit(str(value))
+
+
+def _dur(seconds: float | None) -> Text:
+    """A duration as the dashboard shows it: `444ms`, `12.4s`, `1h24m` (the exact seconds are in --json)."""
+    return Text("—", style="dim") if seconds is None else Text(secs(seconds))
 
 
 def _short_time(iso: str | None) -> str | None:
@@ -70,14 +76,13 @@ def render(an: Analysis) -> RenderableType:
     parts: list[RenderableType] = [_summary(an), _hints(an)]
     slowest = sorted(an.digest.slowest, reverse=True)
     if slowest:
-        t = _table("Slowest inference requests", ["time", "st", "latency s", "path", "prompt",
-                                                  "load s", "line"])
+        t = _table("Slowest inference requests", ["time", "st", "latency", "path", "prompt", "load", "line"])
         for _lat, _seq, req in slowest:
             r = req.as_dict(an.source_paths)
             prompt = r["prompt_tokens"]
             shown = None if prompt is None else f"{prompt} (cut)" if r["truncated"] else str(prompt)
-            t.add_row(_t((r["time"] or "")[11:19] or None), _t(r["status"]), _t(r["latency_s"]), _t(r["path"]),
-                      _t(shown), _t(r["load_s"] if r["cold_load"] else None), _src(r))
+            t.add_row(_t((r["time"] or "")[11:19] or None), _t(r["status"]), _dur(r["latency_s"]), _t(r["path"]),
+                      _t(shown), _dur(r["load_s"] if r["cold_load"] else None), _src(r))
         parts.append(t)
     parts.append(_timeline(an))
     _maybe(parts, an, "truncation", "Truncations (prompt longer than the context)",
@@ -197,7 +202,11 @@ def _settings(an: Analysis) -> RenderableType:
             ref = cfg.effective_ref[key]
             t.add_row(_lit(key), _t(None), _t(cfg.effective[key]),
                       _src({"source": {"path": paths[ref.src], "line": ref.line}}))
-    return t
+    # Nothing configured nor seen in effect (a proxy's JSONL): no empty table.
+    return t if t.row_count else Text("No configured or effective settings in these logs.", style="dim")
+
+
+_METRIC = {"e2e_s": "end to end", "ttft_s": "TTFT", "itl_s": "ITL"}
 
 
 def _latency(an: Analysis) -> RenderableType:
@@ -208,8 +217,8 @@ def _latency(an: Analysis) -> RenderableType:
              else f"Latency from /metrics: {span}" if span else "Latency (from /metrics histograms)")
     t = _table(title, ["metric", "count", "p50", "p90", "p99", "max"])
     for name, summary in latency.items():
-        t.add_row(_lit(name), _t(summary["count"]), _t(summary["p50"]), _t(summary["p90"]),
-                  _t(summary["p99"]), _t(summary["max"]))
+        t.add_row(_lit(_METRIC.get(name, name)), _t(summary["count"]), _dur(summary["p50"]), _dur(summary["p90"]),
+                  _dur(summary["p99"]), _dur(summary["max"]))
     return t
 
 

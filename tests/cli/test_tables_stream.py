@@ -62,7 +62,9 @@ def old_write_tables(an: Analysis, directory: str, fmt: str) -> list[str]:
             frame = pl.DataFrame({"source_path": [], "source_line": []},
                                  schema={"source_path": pl.Utf8, "source_line": pl.Int64})
         if fmt == "csv":
-            frame.write_csv(path)
+            # The CSV contract since issue 22: floats to 12 significant digits (0.004913, not
+            # 0.004913000000000001); Parquet keeps every bit.
+            frame.with_columns(pl.col(pl.Float64).round_sig_figs(12)).write_csv(path)
         else:
             frame.write_parquet(path)
         written.append(path)

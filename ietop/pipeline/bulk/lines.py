@@ -72,7 +72,8 @@ def window_lines(data: bytes, max_line: int = MAX_LINE) -> pl.Series:
     """The lines of one window (a window ends at a newline or at the end of the stream)."""
     if not data or (data[:1] == b"\x00" and not data.lstrip(b"\x00")):  # padding alone (windows) holds no line
         return pl.Series("line", [], dtype=pl.String)
-    if _SEP.encode() not in data:
+    # polars' reader drops a UTF-8 byte order mark that starts its input; LineSplitter keeps it in the line.
+    if _SEP.encode() not in data and not data.startswith(b"\xef\xbb\xbf"):
         frame = pl.read_csv(io.BytesIO(data), has_header=False, separator=_SEP, quote_char=None,
                             new_columns=["line"], schema={"line": pl.String}, infer_schema=False,
                             encoding="utf8-lossy")

@@ -15,7 +15,8 @@ import polars as pl
 PROBE_RE = (
     r'^(?:\(([^()]*) pid=[0-9]+\) )?INFO: +\S* - "(GET|HEAD) (\S+) HTTP/[0-9.]+" ([123][0-9][0-9])(?: .*)?$'
 )
-_REFUSED = ("\x1b", "*", "]:", "│")
+# \x1c-\x1f are whitespace to Python's `\S` (the parser's) and not to polars' (Rust's): left to the parser.
+_REFUSED = ("\x1b", "*", "]:", "│", "\x1c", "\x1d", "\x1e", "\x1f")
 
 
 def probes(lines: pl.Series) -> pl.DataFrame:

@@ -1,0 +1,38 @@
+"""A megabyte of vLLM records glued on one line (lost newlines; found by bench/fuzz_campaign.py: 8,000 glued
+DEBUG records took 16 s, 1,500 stats records overflowed the stack). Read as the same records one per line."""
+
+from __future__ import annotations
+
+from parsers.events import EngineStats
+from parsers.vllm.log import VllmParser
+
+STATS = ("INFO 01-22 18:27:20 metrics.py:449] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: "
+         "41.7 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 2.0%, "
+         "CPU KV cache usage: 0.0%. ")
+DEBUG = ("(Worker pid=27498) DEBUG 12-01 21:48:54 [v1/worker/gpu_model_runner.py:4064] ubatch_slices: None, "
+         "ubatch_slices_padded: None")
+
+
+def _stats(parser: VllmParser, lines: list[str]) -> list[EngineStats]:
+    return [e for n, text in enumerate(lines, 1) for e in parser.parse(n, text) if isinstance(e, EngineStats)]
+
+
+def test_glued_stats_are_every_record() -> None:
+    glued = _stats(VllmParser(year=2025), [STATS * 1500])
+    apart = _stats(VllmParser(year=2025), [STATS.strip()] * 1500)
+    assert len(glued) == len(apart) == 1500
+    assert [(e.running, e.kv_usage) for e in glued] == [(e.running, e.kv_usage) for e in apart]
+
+
+def test_a_megabyte_of_glued_debug_records() -> None:
+    parser = VllmParser(year=2025)
+    line = DEBUG * 8500  # 1 MB; read record by record, each record's search scanned the rest of the line
+    assert parser.parse(1, line) == []
+
+
+def test_user_text_after_a_head_is_not_cut() -> None:
+    """`Received request …`: the prompt is the user's text; a record head inside it is not a record."""
+    prompt = "x" * 70_000 + " INFO 01-22 18:27:20 metrics.py:449] not a record"
+    line = f"INFO 01-22 18:27:19 logger.py:39] Received request chatcmpl-1: prompt: '{prompt}', params: x"
+    events = VllmParser(year=2025).parse(1, line)
+    assert not any(isinstance(e, EngineStats) for e in events)

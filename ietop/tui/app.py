@@ -112,7 +112,9 @@ class IetopApp(ReplayControls):
         Binding("J", "jump_back", "previous event", show=False),
         Binding("t", "timeline", "timeline"),
         Binding("e", "events", "events"),
-        Binding("s", "sort", "sort", show=False),
+        Binding("s", "sort(1)", "sort", show=False),
+        Binding("S", "sort(-1)", "sort back", show=False),
+        Binding("r", "sort(0)", "reverse sort", show=False),
         Binding("1", "window(0)", "1m", show=False),
         Binding("2", "window(1)", "5m", show=False),
         Binding("3", "window(2)", "15m", show=False),
@@ -394,13 +396,14 @@ class IetopApp(ReplayControls):
             table.show(self.snap, force=True)
         table.focus()
 
-    def action_sort(self) -> None:
+    def action_sort(self, step: int = 1) -> None:
+        """`s` the next column, `S` the one before (so `total`, the last, is one key from `time`), `r` the same
+        column reversed (step 0). The heading shows the column and direction (▼/▲)."""
         self._requests_on_screen()
         table = self.query_one(RequestsTable)
-        table.sort_by(COLUMNS[(COLUMNS.index(table.sort_column) + 1) % len(COLUMNS)])
+        table.sort_by(COLUMNS[(COLUMNS.index(table.sort_column) + step) % len(COLUMNS)])
         if self.snap is not None:
             table.show(self.snap, force=True)
-        self.notify(f"requests sorted by {table.sort_column}", timeout=2)
 
     @on(Input.Submitted, "#filter")
     def _apply_filter(self, event: Input.Submitted) -> None:

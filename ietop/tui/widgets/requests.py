@@ -65,6 +65,7 @@ class RequestsTable(RowTable):
         self.filter_text = ""
         self.sort_column = "time"
         self.sort_reverse = True
+        self._mark_sort()
         self._shown: tuple[int, ...] = ()
         self._asked: tuple[object, ...] = ()
         """What the last show() was asked (the snapshot's requests, by identity, and the filter and sort): the
@@ -94,10 +95,17 @@ class RequestsTable(RowTable):
         self._shown, self._asked = (), ()
 
     def sort_by(self, column: str) -> None:
+        """Sort by `column`, newest/largest first; the same column again reverses."""
         if column == self.sort_column:
             self.sort_reverse = not self.sort_reverse
         else:
+            self.set_header(self.sort_column, self.sort_column)
             self.sort_column, self.sort_reverse = column, True
+        self._mark_sort()
+
+    def _mark_sort(self) -> None:
+        """The sort column's heading carries the direction: ▼ largest (or newest) first, ▲ smallest first."""
+        self.set_header(self.sort_column, f"{self.sort_column} {'▼' if self.sort_reverse else '▲'}", "bold")
 
     def on_row_table_header_clicked(self, event: RowTable.HeaderClicked) -> None:
         self.sort_by(event.column)

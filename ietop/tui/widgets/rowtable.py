@@ -102,7 +102,7 @@ class RowTable(ScrollView, can_focus=True):
         old = self._keys[self.cursor_row] if keys is not None and 0 < self.cursor_row < len(self._keys) else None
         self._keys = list(keys) if keys is not None else []
         self.rows = rows
-        widths = [cell_len(c) for c in self.columns]
+        widths = [cell_len(text) for text, _style in self._header]
         for i, column in enumerate(zip(*rows, strict=True)):
             texts = [text for text, _style in column]
             # cell_len() only for a column with a character that may be wide: most are ASCII, len() is C.
@@ -110,7 +110,7 @@ class RowTable(ScrollView, can_focus=True):
             widths[i] = max(widths[i], max(map(cell_len if wide else len, texts)))
             cap = self._caps[i]
             if cap is not None and widths[i] > cap:
-                widths[i] = max(cap, cell_len(self.columns[i]))
+                widths[i] = max(cap, cell_len(self._header[i][0]))
         self._natural = tuple(widths)
         self._fit()
         index = self._index(old) if old is not None else None
@@ -123,16 +123,28 @@ class RowTable(ScrollView, can_focus=True):
 
     def _fit(self) -> None:
         """The widths for the panel's width: the flexible column narrowed by what the table overflows."""
-        widths = list(self._natural or (cell_len(c) for c in self.columns))
+        widths = list(self._natural or (cell_len(text) for text, _style in self._header))
         room = self.scrollable_content_region.width
         over = sum(widths) + GAP * len(widths) - room
         if self._flex is not None and room > 0 and over > 0:
             i = self._flex
-            widths[i] = max(min(widths[i], max(FLEX_MIN, cell_len(self.columns[i]))), widths[i] - over)
+            widths[i] = max(min(widths[i], max(FLEX_MIN, cell_len(self._header[i][0]))), widths[i] - over)
         self._widths = tuple(widths)
         self.virtual_size = Size(sum(widths) + GAP * len(widths), len(self.rows) + 1)
 
     def on_resize(self) -> None:
+        self._fit()
+        self.refresh()
+
+    def set_header(self, column: str, text: str, style: str = "") -> None:
+        """Show `text` over `column` (a sort marker, say); the column keeps its name for clicks and sorting."""
+        i = self.columns.index(column)
+        header = list(self._header)
+        header[i] = (text, style)
+        self._header = tuple(header)
+        natural = list(self._natural or (cell_len(t) for t, _style in self._header))
+        natural[i] = max(natural[i], cell_len(text))
+        self._natural = tuple(natural)
         self._fit()
         self.refresh()
 

@@ -138,7 +138,9 @@ def compute_window(endpoint: str, scrapes: Iterable[Scrape], now: datetime, seco
     label_sets = [labels for fam in hists.values() for labels in fam]
     label_sets += [labels for fam in (*counters.values(), *gauges.values()) for labels in fam]
     engines = {e for e in map(_engine, label_sets) if e is not None}
-    ordered = sorted(engines, key=lambda e: (0, int(e), e) if e.isascii() and e.isdigit() else (1, 0, e))
+    # Engine indexes in numeric order; a label of thousands of digits (int() refuses over 4,300) sorts as text.
+    ordered = sorted(engines, key=lambda e: (0, int(e), e) if e.isascii() and e.isdigit() and len(e) < 19
+                     else (1, 0, e))
     per_engine = tuple(_engine_window(e, hists, counters, gauges, span) for e in ordered)
     total = _engine_window(None, hists, counters, gauges, span)
     start = _ts(chain[0]) if has_baseline else None

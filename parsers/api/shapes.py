@@ -46,9 +46,13 @@ _OLLAMA_TEXT_KEYS = ("response", "thinking")
 """Ollama ``/api/generate`` puts generated text at the top level."""
 
 
+COUNT_LIMIT = 2**53
+"""No engine writes a count or a nanosecond duration this large (JSON allows any number of digits)."""
+
+
 def token_count(value: object) -> int | None:
-    """A token count or duration as the engine wrote it: a non-negative integer (not a bool)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    """A token count or duration as the engine wrote it: a non-negative integer (not a bool) below 2**53."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < COUNT_LIMIT:
         return value
     return None
 

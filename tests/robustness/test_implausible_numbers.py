@@ -127,3 +127,28 @@ def test_proxy_records_with_numbers_json_allows(tmp_path: Path, capsys: pytest.C
     doc = strict(capsys.readouterr().out)
     assert [r["ttft_s"] for r in doc["requests"]] == [None, 0.1]
     assert doc["requests"][1]["time"].startswith("9999-12-31T23:59:59")
+
+
+@pytest.mark.parametrize("body", [
+    b'{"model":"m","done":true,"load_duration":' + b"9" * 309 + b',"eval_count":3}',
+    b'{"model":"m","done":true,"load_duration":' + BIG.encode() + b'}',
+])
+def test_the_proxy_meter_takes_an_engine_answer_with_a_huge_duration(body: bytes) -> None:
+    """What the proxy measures comes from the network too: a 309-digit load_duration overflowed the meter's
+    float division at the end of the exchange (found by bench/fuzz_campaign.py)."""
+    from parsers.api.stream import StreamMeter
+
+    meter = StreamMeter("/api/chat", b'{"model":"m","stream":false}', "application/json", 0.0)
+    meter.feed(0.1, body)
+    measured = meter.finish(0.2, 200, None)
+    assert measured.load_s is None
+
+
+def test_a_scrape_engine_label_of_thousands_of_digits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """int() refuses a string of over 4,300 digits: a vLLM engine label that long crashed the metrics window."""
+    for n, value in ((1, 0.1), (2, 0.2)):
+        (tmp_path / f"metrics-{1795967000 + n * 10}.txt").write_text(
+            "# TYPE vllm:kv_cache_usage_perc gauge\n"
+            f'vllm:kv_cache_usage_perc{{engine="1{"0" * 5000}",model_name="m"}} {value}\n')
+    assert main(["analyze", "--json", *map(str, sorted(tmp_path.iterdir()))]) == 0
+    strict(capsys.readouterr().out)

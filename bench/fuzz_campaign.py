@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The long fuzz campaign: tests/robustness/fuzz_support.py's targets (analyze, parsers, text, api) in a loop,
+"""The long fuzz campaign: the targets of tests/robustness/fuzzing/ (analyze, parsers, text, api) in a loop,
 for `--minutes` of wall time and/or `--cases` cases, with a JSON report.
 
 Usage::
@@ -33,11 +33,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import hashlib
 import json
 import multiprocessing as mp
 import random
-import re
 import resource
 import sys
 import time
@@ -52,74 +50,25 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.robustness import fuzz_support as fs  # noqa: E402 - after the path is set up
+from tests.robustness.fuzzing.campaign import (  # noqa: E402 - after the path is set up
+    MINIMIZE_S,
+    aggregate,
+    case_at,
+    finding_command,
+    finding_slug,
+    minimize_check,
+    read_runs,
+    worker,
+)
+from tests.robustness.fuzzing.cases import Input  # noqa: E402
+from tests.robustness.fuzzing.checks import HANG_S, Violation  # noqa: E402
+from tests.robustness.fuzzing.known import known, outside_key  # noqa: E402
+from tests.robustness.fuzzing.run import FUZZ_TARGETS, TARGETS, minimize, one_line, run_case  # noqa: E402
 
 DEFAULT_OUT = ROOT / "bench" / "out" / "fuzz"
-MEMORY_MB = 1024
-"""A case that takes the worker's peak RSS past this is a `memory` violation (the worker is then replaced:
-a peak never comes down). Analyze's peak on the fixtures is ~150 MB."""
-MINIMIZE_S = 60.0
-"""Wall budget of one minimization (analyze cases cost ~0.1 s per try: a few hundred tries)."""
 SCHEDULE = ("analyze", "parsers", "analyze", "text", "analyze", "parsers", "analyze", "api")
 """Cases are dealt in this order: analyze is the most valuable and the slowest (~10 cases/s against 50-300)."""
 CRASH_KINDS = ("crash", "parser_exception", "worker_died")
-
-
-# --------------------------------------------------------------------------------------------- worker
-
-
-def _case(seed: int, target: str, index: int) -> fs.Input:
-    return fs.case_input(fs.random_case(target, random.Random(f"{seed}:{target}:{index}"), index))
-
-
-def _checker(inp: fs.Input, v: fs.Violation) -> Any:
-    """The check a minimization reruns: for analyze only the run the violation came from (and the JSON run
-    the differential compares with)."""
-    if inp.target != "analyze" or not v.mode:
-        return None
-    modes = ["json", "json_all"] if v.kind == "bulk_differs" or v.mode == "json_all" else [v.mode]
-    return lambda i: fs.check_analyze(i, modes)
-
-
-def worker(conn: Connection, seed: int) -> None:
-    """Run the cases the parent sends; answer each with its result, then each new signature minimized."""
-    fs.log_seeds()
-    fs.api_seeds()
-    done: set[str] = set()
-    while True:
-        try:
-            msg = conn.recv()
-        except EOFError:
-            return
-        if msg[0] == "stop":
-            return
-        _, target, index, skip = msg
-        done.update(skip)
-        inp = _case(seed, target, index)
-        t0 = time.process_time()
-        try:
-            violations = fs.run_case(inp)
-        except Exception as exc:  # the harness itself: reported, not lost
-            violations = [fs.Violation("harness_error", type(exc).__name__, repr(exc)[:300])]
-        cpu = time.process_time() - t0
-        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-        if peak_mb > MEMORY_MB:
-            violations.append(fs.Violation("memory", fs.outside_key(target, inp),
-                                           f"peak RSS {peak_mb} MB after this case"))
-        conn.send(("result", target, index, cpu, violations, inp if violations else None))
-        for v in violations:
-            if v.signature in done:
-                continue
-            done.add(v.signature)
-            if v.kind in ("harness_error", "memory"):
-                continue  # nothing to minimize by: the check does not see memory
-            conn.send(("minimizing", v.signature))
-            t1 = time.process_time()
-            small = fs.minimize(inp, v.signature, _checker(inp, v), MINIMIZE_S)
-            conn.send(("minimized", v.signature, small, time.process_time() - t1))
-        conn.send(("idle",))
-        if any(v.kind == "memory" for v in violations):
-            return  # its peak stays: the parent starts a fresh worker
 
 
 # --------------------------------------------------------------------------------------------- parent
@@ -155,11 +104,6 @@ class Finding:
     reproducer: str | None = None
     one_line: str | None = None
     minimized: bool = False
-
-
-def _slug(signature: str) -> str:
-    digest = hashlib.sha1(signature.encode()).hexdigest()[:8]
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", signature)[:80].strip("_") + "-" + digest
 
 
 class Campaign:
@@ -205,7 +149,7 @@ class Campaign:
         slot.conn.send(("case", target, index, skip))
         slot.task = (target, index)
         slot.busy = True
-        slot.deadline = time.monotonic() + fs.HANG_S
+        slot.deadline = time.monotonic() + HANG_S
 
     def run(self, minutes: float | None, max_cases: int | None) -> None:
         end = time.monotonic() + minutes * 60 if minutes else float("inf")
@@ -233,7 +177,7 @@ class Campaign:
                         dealt += 1
                 elif time.monotonic() > slot.deadline:
                     self._lost(slot, "hang" if slot.minimizing is None else "minimize_timeout",
-                               f"over {fs.HANG_S:.0f} s" if slot.minimizing is None else "minimization ran out")
+                               f"over {HANG_S:.0f} s" if slot.minimizing is None else "minimization ran out")
                     if time.monotonic() < end and (max_cases is None or dealt < max_cases):
                         self._dispatch(slot)
                         dealt += 1
@@ -247,20 +191,20 @@ class Campaign:
             self.cases[target] += 1
             self.cpu[target] = self.cpu.get(target, 0.0) + cpu
             slot.task = None
-            slot.deadline = time.monotonic() + fs.HANG_S  # until its "idle" or "minimizing"
+            slot.deadline = time.monotonic() + HANG_S  # until its "idle" or "minimizing"
             for v in violations:
                 self._record(v, target, index, inp)
             slot.recycle = any(v.kind == "memory" for v in violations)
             return False
         if msg[0] == "minimizing":
             slot.minimizing = msg[1]
-            slot.deadline = time.monotonic() + MINIMIZE_S + 3 * fs.HANG_S
+            slot.deadline = time.monotonic() + MINIMIZE_S + 3 * HANG_S
             return False
         if msg[0] == "minimized":
             _, signature, small, cpu = msg
             self.min_cpu += cpu
             slot.minimizing = None
-            slot.deadline = time.monotonic() + fs.HANG_S
+            slot.deadline = time.monotonic() + HANG_S
             self._save(signature, small, minimized=True)
             return False
         slot.task = None
@@ -269,11 +213,11 @@ class Campaign:
         slot.deadline = float("inf")
         return True  # idle
 
-    def _record(self, v: fs.Violation, target: str, index: int, inp: fs.Input | None) -> None:
+    def _record(self, v: Violation, target: str, index: int, inp: Input | None) -> None:
         self.kinds[target][v.kind] += 1
         f = self.findings.get(v.signature)
         if f is None:
-            k = fs.known(v, inp=inp)
+            k = known(v, inp=inp)
             f = self.findings[v.signature] = Finding(v.signature, v.kind, v.key, target, v.detail,
                                                      f"{self.seed}:{target}:{index}", known=k.id if k else None)
             if v.signature not in self.signatures:
@@ -281,12 +225,12 @@ class Campaign:
                 if inp is not None:
                     self._save(v.signature, inp, minimized=False)  # replaced once minimized
             else:
-                f.reproducer = str(self.out / "findings" / _slug(v.signature))
+                f.reproducer = str(self.out / "findings" / finding_slug(v.signature))
         f.count += 1
 
-    def _save(self, signature: str, inp: fs.Input, minimized: bool) -> None:
+    def _save(self, signature: str, inp: Input, minimized: bool) -> None:
         f = self.findings.get(signature)
-        d = self.out / "findings" / _slug(signature)
+        d = self.out / "findings" / finding_slug(signature)
         d.mkdir(parents=True, exist_ok=True)
         for old in d.glob("input-*"):
             old.unlink()
@@ -295,18 +239,18 @@ class Campaign:
             p = d / f"input-{i}.log"
             p.write_bytes(data)
             names.append(str(p))
-        command = _command(inp, names)
-        one_line = [fs.one_line(data) for data in inp.files]
+        command = finding_command(inp, names)
+        shown = [one_line(data) for data in inp.files]
         meta: dict[str, Any] = {
             "signature": signature, "kind": f.kind if f else "", "key": f.key if f else "",
             "detail": f.detail if f else "", "known": f.known if f else None, "target": inp.target,
             "option": inp.option, "arg": inp.arg, "csv": inp.csv, "case": f.first_case if f else "",
             "minimized": minimized, "files": [Path(n).name for n in names], "command": command,
-            "one_line": one_line,
+            "one_line": shown,
         }
         (d / "case.json").write_text(json.dumps(meta, indent=1, ensure_ascii=True) + "\n")
         if f is not None:
-            f.reproducer, f.minimized, f.one_line = str(d), minimized, " | ".join(one_line)
+            f.reproducer, f.minimized, f.one_line = str(d), minimized, " | ".join(shown)
 
     def _lost(self, slot: Slot, kind: str, detail: str) -> None:
         """A worker that ran over its deadline or died: kill it, record its case, start another."""
@@ -316,9 +260,9 @@ class Campaign:
         if task is not None:
             target, index = task
             self.cases[target] += 1
-            self.cpu[target] = self.cpu.get(target, 0.0) + (fs.HANG_S if kind == "hang" else 0.0)
-            inp = _case(self.seed, target, index)
-            self._record(fs.Violation(kind, fs.outside_key(target, inp), detail), target, index, inp)
+            self.cpu[target] = self.cpu.get(target, 0.0) + (HANG_S if kind == "hang" else 0.0)
+            inp = case_at(self.seed, target, index)
+            self._record(Violation(kind, outside_key(target, inp), detail), target, index, inp)
         elif minimizing is not None:
             self.kinds.setdefault("minimizer", Counter())["minimize_timeout"] += 1
 
@@ -367,50 +311,12 @@ class Campaign:
         }
 
 
-def _command(inp: fs.Input, names: Sequence[str]) -> str:
-    if inp.target == "analyze":
-        engine = f" --engine {inp.option}" if inp.option else ""
-        return f"ietop analyze {' '.join(names)}{engine} [--json | --json --all-requests | --csv DIR]"
-    return (f"python bench/fuzz_campaign.py --replay {Path(names[0]).parent / 'case.json'}  "
-            f"({inp.target} target: {inp.option or 'default'}, arg {inp.arg})")
-
-
-def aggregate(out: Path) -> dict[str, Any]:
-    """Totals over every run in OUT/runs.jsonl: cases, CPU, distinct signatures."""
-    runs = _runs(out)
-    cases: Counter[str] = Counter()
-    cpu: Counter[str] = Counter()
-    sigs: dict[str, dict[str, Any]] = {}
-    total = 0.0
-    for run in runs:
-        total += run["cpu_s"]["total"]
-        for t, row in run["targets"].items():
-            cases[t] += row["cases"]
-            cpu[t] += row["cpu_s"]
-        for f in run["findings"]:
-            s = sigs.setdefault(f["signature"], {"signature": f["signature"], "known": f["known"], "count": 0,
-                                                 "first_case": f["first_case"]})
-            s["count"] += f["count"]
-    return {"runs": len(runs), "cases": sum(cases.values()), "cases_by_target": dict(cases),
-            "cpu_s": round(total, 1), "cpu_hours": round(total / 3600, 3),
-            "cpu_s_by_target": {t: round(v, 1) for t, v in cpu.items()},
-            "distinct_signatures": len(sigs), "new_signatures": sorted(s for s, v in sigs.items() if not v["known"]),
-            "known_signatures": sorted(s for s, v in sigs.items() if v["known"])}
-
-
-def _runs(out: Path) -> list[dict[str, Any]]:
-    path = out / "runs.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def replay(path: Path) -> int:
     """Rerun a saved finding: exit 1 while its signature still reproduces, 0 once fixed."""
     meta = json.loads(path.read_text())
     files = tuple((path.parent / name).read_bytes() for name in meta["files"])
-    inp = fs.Input(meta["target"], files, meta["option"], meta["arg"], meta["csv"])
-    violations = fs.run_case(inp)
+    inp = Input(meta["target"], files, meta["option"], meta["arg"], meta["csv"])
+    violations = run_case(inp)
     print(json.dumps({"signature": meta["signature"], "reproduces": any(v.signature == meta["signature"]
                                                                         for v in violations),
                       "violations": [dataclasses.asdict(v) for v in violations]}, indent=1))
@@ -419,15 +325,15 @@ def replay(path: Path) -> int:
 
 def one_case(spec: str, seed: int) -> int:
     target, _, index = spec.partition(":")
-    inp = _case(seed, target, int(index))
-    violations = fs.run_case(inp)
+    inp = case_at(seed, target, int(index))
+    violations = run_case(inp)
     rows = []
     for v in violations:
-        small = fs.minimize(inp, v.signature, _checker(inp, v), MINIMIZE_S)
-        k = fs.known(v)
+        small = minimize(inp, v.signature, minimize_check(inp, v), MINIMIZE_S)
+        k = known(v)
         rows.append({**dataclasses.asdict(v), "known": k.id if k else None, "option": small.option, "arg": small.arg,
-                     "one_line": [fs.one_line(d, 2000) for d in small.files]})
-    print(json.dumps({"case": f"{seed}:{spec}", "input": [fs.one_line(d) for d in inp.files], "option": inp.option,
+                     "one_line": [one_line(d, 2000) for d in small.files]})
+    print(json.dumps({"case": f"{seed}:{spec}", "input": [one_line(d) for d in inp.files], "option": inp.option,
                       "violations": rows}, indent=1, ensure_ascii=False))
     return 1 if violations else 0
 
@@ -437,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, help="wall-clock budget (default 3 when --cases is not given)")
     ap.add_argument("--cases", type=int, help="stop after this many cases (all targets together)")
     ap.add_argument("--seed", type=int, help="campaign seed (default: random; recorded in the report)")
-    ap.add_argument("--targets", default=",".join(fs.FUZZ_TARGETS), help="comma-separated subset")
+    ap.add_argument("--targets", default=",".join(FUZZ_TARGETS), help="comma-separated subset")
     ap.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="findings and runs.jsonl (default bench/out/fuzz)")
     ap.add_argument("--resume", action="store_true", help="continue the seed's case indices (the last run's seed "
@@ -452,9 +358,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.replay:
         return replay(args.replay)
     targets = [t for t in args.targets.split(",") if t]
-    if unknown := [t for t in targets if t not in fs.TARGETS]:
-        ap.error(f"unknown target(s) {unknown}; known: {', '.join(fs.TARGETS)}")
-    previous = _runs(args.out)
+    if unknown := [t for t in targets if t not in TARGETS]:
+        ap.error(f"unknown target(s) {unknown}; known: {', '.join(TARGETS)}")
+    previous = read_runs(args.out)
     seed = args.seed
     if seed is None and args.resume and previous:
         seed = previous[-1]["seed"]

@@ -47,7 +47,9 @@ _OOM_RE = re.compile(
     r"(?i)out of memory|cudaMalloc failed|hipMalloc failed|ErrorOutOfDeviceMemory|vk_error_out_of_device_memory|"
     r"kIOGPUCommandBufferCallbackErrorOutOfMemory|failed to allocate|unable to allocate \w+ buffer"
 )
-_CRASH_RE = re.compile(r"GGML_ASSERT\(.*\) failed|^panic: |CUDA error|^SIGSEGV|^fatal error: |Segmentation fault")
+# Bounded (`.{0,2000}?`): a line of many `GGML_ASSERT(` without `) failed` was scanned to its end from each one.
+_CRASH_RE = re.compile(
+    r"GGML_ASSERT\(.{0,2000}?\) failed|^panic: |CUDA error|^SIGSEGV|^fatal error: |Segmentation fault")
 # Every line _CRASH_RE matches holds one of its literal words, and every _OOM_RE match "memory" or "alloc":
 # parse_raw_line() tests those words first (tests/parsers/test_ollama_lines.py checks the claim).
 

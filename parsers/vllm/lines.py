@@ -259,7 +259,9 @@ def uvicorn_listen(rest: str) -> str | None:
 
 # ---- noise printed outside logging (§1) ---------------------------------------------------------------
 
-_TQDM_RE = re.compile(r"\d{1,3}%(?: Completed)? ?\|.*\d+/\d+ \[")
+# The bar is bounded: `.*` scanned to the end of the line and back from every `%|`, and tqdm's carriage returns
+# make one line of thousands of bars (a 1 MB line took minutes).
+_TQDM_RE = re.compile(r"\d{1,3}%(?: Completed)? ?\|.{0,400}?\d{1,12}/\d{1,12} \[")
 _PY_WARNING_RE = re.compile(r"\S+\.py:\d+: \w*Warning: ")
 _C10_RE = re.compile(r"\[([WIEF])[^\]]*\.(?:cpp|cc|h):\d+\] ")
 _STRAY_PREFIXES = (

@@ -36,3 +36,14 @@ def test_user_text_after_a_head_is_not_cut() -> None:
     line = f"INFO 01-22 18:27:19 logger.py:39] Received request chatcmpl-1: prompt: '{prompt}', params: x"
     events = VllmParser(year=2025).parse(1, line)
     assert not any(isinstance(e, EngineStats) for e in events)
+
+
+def test_a_megabyte_of_progress_bars_joined_by_carriage_returns() -> None:
+    """tqdm redraws with \\r: a download is one line of thousands of bars. The noise pattern scanned to the end
+    of the line and back from each `%|` (minutes for a megabyte; found by bench/fuzz_campaign.py)."""
+    bar = "Fetching -" + "9" * 400 + " files: -" + "9" * 400 + "%|" + "_" * 130 + "| -" + "9" * 400 + "\r"
+    line = bar * (1_000_000 // len(bar))
+    from parsers.vllm.lines import noise_kind
+
+    assert noise_kind(line) is None
+    assert noise_kind("Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01,  1.2s/it]") == "noise"

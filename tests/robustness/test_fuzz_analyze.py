@@ -1,10 +1,10 @@
-"""`ietop analyze` end to end on mutated real logs (hypothesis; tests/robustness/fuzz_support.py has the
-mutations and the invariants): no traceback, one-line errors, strict and finite JSON, line counts that add up,
-the columnar reader agreeing with the per-line one, no terminal control character in the report or the CSV.
+"""`ietop analyze` end to end on mutated real logs (hypothesis; tests/robustness/fuzzing/ has the mutations, in
+mutate.py, and the invariants, in checks.py): no traceback, one-line errors, strict and finite JSON, line counts that
+add up, the columnar reader agreeing with the per-line one, no terminal control character in the report or the CSV.
 
 Bounded for CI (400 cases: ~35 s on two busy cores); `IETOP_FUZZ_EXAMPLES=5000` runs longer, and
-bench/fuzz_campaign.py is the long form. Open known defects (fuzz_support.KNOWN) are tolerated here and counted
-(`--hypothesis-show-statistics`); test_fuzz_known_defects.py holds their reproducers.
+bench/fuzz_campaign.py is the long form. Open known defects (KNOWN, in fuzzing/known.py) are tolerated here and
+counted (`--hypothesis-show-statistics`); test_fuzz_known_defects.py holds their reproducers.
 """
 
 from __future__ import annotations
@@ -16,23 +16,29 @@ import sys
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.robustness import fuzz_support as fs
+from tests.robustness.fuzzing.analyze import Workdir
+from tests.robustness.fuzzing.cases import Case, case_strategy
+from tests.robustness.fuzzing.checks import check_json_text
+from tests.robustness.fuzzing.known import new_violations
+from tests.robustness.fuzzing.mutate import Recipe, materialize
+from tests.robustness.fuzzing.run import check_bounded, fuzz_settings
+from tests.robustness.fuzzing.seeds import log_seeds, seed_deck
 
 
-@fs.fuzz_settings(400)
-@given(st.deferred(lambda: fs.case_strategy("analyze")))
-def test_analyze_holds_its_invariants_on_mutated_logs(case: fs.Case) -> None:
-    fs.check_bounded(case)
+@fuzz_settings(400)
+@given(st.deferred(lambda: case_strategy("analyze")))
+def test_analyze_holds_its_invariants_on_mutated_logs(case: Case) -> None:
+    check_bounded(case)
 
 
 def test_console_script_on_a_hostile_log() -> None:
     """The one subprocess case: the installed entry point, as a user runs it, on a log carrying every kind of
     hostile value at once (it runs in-process everywhere else: ~0.5 s of start-up per run)."""
-    recipe = fs.Recipe(0, 0, 40, (("number", 3, 0), ("inject", 5, 14), ("nul_pad", 7, 2), ("long", 9, 2),
-                                  ("ts_hostile", 11, 1), ("field", 13, 4), ("cut", 15, 30)))
-    log = fs.Workdir()
+    recipe = Recipe(0, 0, 40, (("number", 3, 0), ("inject", 5, 14), ("nul_pad", 7, 2), ("long", 9, 2),
+                               ("ts_hostile", 11, 1), ("field", 13, 4), ("cut", 15, 30)))
+    log = Workdir()
     try:
-        path = log.write([fs.materialize(recipe, fs.log_seeds(), fs.seed_deck())])[0]
+        path = log.write([materialize(recipe, log_seeds(), seed_deck())])[0]
         env = {**os.environ, "COLUMNS": "120"}
         for extra in ([], ["--json"]):
             run = subprocess.run([sys.executable, "-m", "ietop", "analyze", path, *extra], capture_output=True,
@@ -42,8 +48,8 @@ def test_console_script_on_a_hostile_log() -> None:
             if run.returncode:
                 assert run.stderr.count("\n") == 1 and run.stdout == "", run.stderr
             elif extra:
-                _doc, found = fs.check_json_text(run.stdout, "json")
-                new, _seen = fs.new_violations(found)
+                _doc, found = check_json_text(run.stdout, "json")
+                new, _seen = new_violations(found)
                 assert not new, [v.signature for v in new]
     finally:
         log.cleanup()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 
 def secs(value: float | None) -> str:
     """Durations: ms below a second, s below a minute, then m+s, h+m from an hour, d+h from a day (as k9s shows
     an age). Past an hour a countdown or an age changes once a minute, not every second: the residency table
     then re-renders once a minute for a model loaded since the morning."""
-    if value is None:
+    if value is None or not math.isfinite(value):  # a /metrics percentile can be NaN or +Inf
         return "—"
     if value < 1:
         return f"{value * 1000:.0f}ms"

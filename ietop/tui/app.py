@@ -308,7 +308,7 @@ class IetopApp(ReplayControls):
             # still fire then, and must not turn the exit into a traceback.
             return
         self.snap, self._drawn_hardware = snap, self.hardware
-        started = {e.engine: e.started for e in self.hardware.engines if e.started} if self.hardware else {}
+        started = self._started()
         bar.show(snap, self._status_text(), self.setup.discovered, started)
         residency.show(snap, started)
         live = self.setup.clock is None
@@ -319,6 +319,19 @@ class IetopApp(ReplayControls):
         requests.show(snap)
         events_table.show(snap)
         self.call_after_refresh(self.pacer.rendered, self.pacer.drew(mark))
+
+    def _started(self) -> dict[str, float]:
+        return {e.engine: e.started for e in self.hardware.engines if e.started} if self.hardware else {}
+
+    def refresh_status(self) -> None:
+        """The header's status (replay state and speed) now, even when nothing else changed: paused, a new
+        speed makes no new snapshot, and refresh_view() then draws nothing."""
+        if self.snap is None:
+            return
+        try:
+            self.query_one(EnginesBar).show(self.snap, self._status_text(), self.setup.discovered, self._started())
+        except NoMatches:
+            return
 
     def _status_text(self) -> str:
         clock = self.setup.clock

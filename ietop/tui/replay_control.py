@@ -77,6 +77,10 @@ class ReplayControls(App[None]):
         """Redraw now (the app's)."""
         raise NotImplementedError
 
+    def refresh_status(self) -> None:
+        """Redraw the header's status (the app's)."""
+        raise NotImplementedError
+
     def _run_feed(self, feed: object, generation: int, stop: threading.Event) -> object:
         """Start `feed` on a worker thread (the app's, a Textual worker)."""
         raise NotImplementedError
@@ -174,3 +178,4 @@ class ReplayControls(App[None]):
         if clock is not None and clock.speed > 0:
             clock.set_speed(min(10_000.0, max(0.125, clock.speed * factor)))
             self.refresh_view()
+            self.refresh_status()

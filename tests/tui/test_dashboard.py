@@ -199,3 +199,21 @@ async def test_resize_under_an_open_screen_lays_out_the_panels(app) -> None:  # 
         await pilot.press("escape")
         assert app.screen.has_class("-compact")
         assert app.query_one(RequestsTable).display and not app.query_one(EventsTable).display
+
+
+async def test_the_header_shows_a_new_speed_while_paused() -> None:
+    """`+`/`-` while paused: the clock changed but no new snapshot came, so the header kept the old speed until
+    `n` or `p` (issue 22)."""
+    from ietop.tui.widgets.engines import EnginesBar
+
+    app = replay_app([str(INCIDENT)], 1.0, paused=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.5)
+        bar = app.query_one(EnginesBar)
+        assert "1x" in bar.status
+        await pilot.press("plus")
+        await pilot.pause()
+        assert "PAUSED" in bar.status and "2x" in bar.status
+        await pilot.press("minus", "minus")
+        await pilot.pause()
+        assert "0.5x" in bar.status

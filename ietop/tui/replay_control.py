@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from textual import work
 from textual.app import App
+from textual.css.query import NoMatches
 from textual.message import Message
 
 from ietop.model.live import LiveView
@@ -25,6 +26,7 @@ from ietop.model.store import Store
 from ietop.pipeline.clock import ReplayClock
 from ietop.pipeline.feeds import Batch, Evidence, ReplayFeed
 from ietop.tui.format import clean
+from ietop.tui.widgets.events import EventsTable
 
 if TYPE_CHECKING:
     from ietop.tui.app import Setup
@@ -81,6 +83,15 @@ class ReplayControls(App[None]):
         """Redraw the header's status (the app's)."""
         raise NotImplementedError
 
+    def show_newest_event(self) -> None:
+        """Put the Events panel's cursor on its newest row, scrolled into view: where `j` stopped."""
+        try:
+            table = self.query_one(EventsTable)
+        except NoMatches:
+            return
+        table.scroll_to(y=0, animate=False)
+        table.move_cursor(0)
+
     def _run_feed(self, feed: object, generation: int, stop: threading.Event) -> object:
         """Start `feed` on a worker thread (the app's, a Textual worker)."""
         raise NotImplementedError
@@ -100,9 +111,12 @@ class ReplayControls(App[None]):
             store.apply_all((item,))
             if (mark is not None and store.events_total > mark) or (
                     stop_at is not None and self._items + i + 1 >= stop_at):
+                jumped = mark is not None
                 self._jump_mark = self._stop_at = None
                 clock.pause(at=item[1])
                 self.refresh_view()
+                if jumped:
+                    self.show_newest_event()
                 if batch.ack:
                     return i + 1
                 store.apply_all(batch.items[i + 1 :])

@@ -80,3 +80,25 @@ async def test_a_jump_past_the_last_event_ends_the_replay() -> None:
         await until(pilot, lambda: app._replay_done, limit_s=30)
         assert app.store.version == total
         assert "jumping" not in app._status_text()
+
+
+async def test_a_jump_shows_the_event_it_stopped_at() -> None:
+    """The Events panel scrolled down (or its cursor low): `j` used to stop on an event out of view, seen only
+    after `home` (issue 22). The cursor is now on the newest row, in view."""
+    app: IetopApp = replay_app([str(INCIDENT)], 1.0, paused=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        clock = app.setup.clock
+        assert clock is not None
+        for _ in range(6):
+            await pilot.press("j")
+            await until(pilot, lambda: clock.paused and not clock.jumping)
+        await pilot.pause(0.2)
+        table = app.query_one(EventsTable)
+        assert table.row_count >= 3
+        table.move_cursor(table.row_count - 1)
+        table.scroll_to(y=table.row_count, animate=False)
+        await pilot.pause()
+        await pilot.press("j")
+        await until(pilot, lambda: clock.paused and not clock.jumping)
+        await pilot.pause(0.2)
+        assert table.cursor_row == 0 and table.scroll_y == 0

@@ -18,7 +18,7 @@ from parsers.events import EngineStatus, ModelList
 def _json(body: bytes) -> Any:
     try:
         return json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: nested ~1,000 deep
         return None
 
 

@@ -73,7 +73,7 @@ class ProxyLogParser:
     def parse(self, line: int, text: str, env_ts: datetime | None = None) -> list[Event]:
         try:
             return [from_json(text, line, env_ts)]
-        except ValueError:
+        except (ValueError, RecursionError):
             return [Unparsed(line, env_ts)]
 
 

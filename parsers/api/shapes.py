@@ -89,7 +89,7 @@ def request_fields(path: str, body: bytes) -> tuple[str | None, bool | None]:
     """``model`` and the stream flag the client asked for; None where the body does not say."""
     try:
         obj = json.loads(body) if body else None
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a body nested ~1,000 deep
         return None, None
     if not isinstance(obj, dict):
         return None, None

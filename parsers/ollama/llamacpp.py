@@ -126,7 +126,7 @@ def parse_json_line(text: str, line: int) -> list[Event] | None:
     """llama.cpp server JSON lines (E0–E2 ≤ v0.1.34): `{"function":…,"level":…,"msg":…}`."""
     try:
         obj = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested ~1,000 deep
         return None
     if not isinstance(obj, dict):
         return None
@@ -164,7 +164,7 @@ def _json_value(raw: str) -> object:
             return inner
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return raw
 
 

@@ -19,3 +19,13 @@ def test_trailers(line: str, stripped: str) -> None:
 def test_a_megabyte_of_carriage_returns() -> None:
     assert _strip_trailers("x" + "\r" * 1_000_000) == "x"
     assert _strip_trailers("y" + "<br/>" * 200_000) == "y"
+
+
+def test_json_nested_a_thousand_deep_is_not_json_to_the_parsers() -> None:
+    """json.loads raises RecursionError, not ValueError, past ~1,000 levels (found by bench/fuzz_campaign.py)."""
+    from parsers.api.engine_api import _json
+    from parsers.ollama.llamacpp import parse_json_line
+
+    deep = '{"":' * 5000 + "{" + "}" * 5001
+    assert _json(deep.encode()) is None
+    assert parse_json_line(deep, 1) is None

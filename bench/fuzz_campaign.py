@@ -18,8 +18,10 @@ How it runs (and why):
   starts each target after the highest index the seed already ran, so resumed runs add cases, not repeats, and
   `--aggregate` can state the CPU time of the whole campaign.
 * Hangs: cases run in worker processes (spawned: polars' thread pool does not survive a fork) that the parent
-  kills when a case runs over HANG_S (10 s). A signal in-process would not do: a regex or polars only returns
-  to Python, where a handler runs, when it is done.
+  kills when a case has run over HANG_S (10 s) of wall time *and* of the worker's CPU time, or over HANG_WALL_S
+  (60 s) of wall time whatever its CPU (a case blocked on a read uses none). Wall time alone called a case that
+  got a fraction of a core on a busy machine a hang (seen once in run 4, not reproducible). A signal
+  in-process would not do: a regex or polars only returns to Python, where a handler runs, when it is done.
 * Findings: each new signature (kind + key: exception and innermost frame, JSON path, control-character class)
   is minimized by the worker (ddmin over lines, then bytes, within MINIMIZE_S) and written to
   `OUT/findings/<signature>/` (the input files and `case.json`: what it violates, the command, the case).
@@ -46,6 +48,8 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -64,6 +68,17 @@ from tests.robustness.fuzzing.cases import Input  # noqa: E402
 from tests.robustness.fuzzing.checks import HANG_S, Violation  # noqa: E402
 from tests.robustness.fuzzing.known import known, outside_key  # noqa: E402
 from tests.robustness.fuzzing.run import FUZZ_TARGETS, TARGETS, minimize, one_line, run_case  # noqa: E402
+
+HANG_WALL_S = 6 * HANG_S
+
+
+def worker_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a worker (all its threads: polars runs several); 0 once it is gone."""
+    try:
+        t = psutil.Process(pid).cpu_times()
+    except (psutil.Error, OSError):
+        return 0.0
+    return float(t.user + t.system)
 
 DEFAULT_OUT = ROOT / "bench" / "out" / "fuzz"
 SCHEDULE = ("analyze", "parsers", "analyze", "text", "analyze", "parsers", "analyze", "api")
@@ -84,6 +99,9 @@ class Slot:
     """From a case sent to the worker's "idle" (its result, then any minimization)."""
     task: tuple[str, int] | None = None
     deadline: float = float("inf")
+    started: float = 0.0
+    """When the current case was sent (monotonic), and the worker's CPU seconds then."""
+    cpu_at_start: float = 0.0
     minimizing: str | None = None
     sent: int = 0
     """How many of the campaign's signatures this worker was told about."""
@@ -149,7 +167,9 @@ class Campaign:
         slot.conn.send(("case", target, index, skip))
         slot.task = (target, index)
         slot.busy = True
-        slot.deadline = time.monotonic() + HANG_S
+        slot.started = time.monotonic()
+        slot.cpu_at_start = worker_cpu_s(slot.proc.pid)
+        slot.deadline = slot.started + HANG_S
 
     def run(self, minutes: float | None, max_cases: int | None) -> None:
         end = time.monotonic() + minutes * 60 if minutes else float("inf")
@@ -175,6 +195,8 @@ class Campaign:
                     if not slot.busy and time.monotonic() < end and (max_cases is None or dealt < max_cases):
                         self._dispatch(slot)
                         dealt += 1
+                elif time.monotonic() > slot.deadline and self._starved(slot):
+                    slot.deadline = time.monotonic() + 1.0
                 elif time.monotonic() > slot.deadline:
                     self._lost(slot, "hang" if slot.minimizing is None else "minimize_timeout",
                                f"over {HANG_S:.0f} s" if slot.minimizing is None else "minimization ran out")
@@ -183,6 +205,16 @@ class Campaign:
                         dealt += 1
         for slot in self.slots:
             self._stop(slot)
+
+    @staticmethod
+    def _starved(slot: Slot) -> bool:
+        """A case past its deadline that has not had HANG_S of CPU yet, within HANG_WALL_S: the machine is busy,
+        not the case stuck. Minimization keeps its wall-time budget."""
+        if slot.minimizing is not None or slot.task is None:
+            return False
+        if time.monotonic() - slot.started > HANG_WALL_S:
+            return False
+        return worker_cpu_s(slot.proc.pid) - slot.cpu_at_start < HANG_S
 
     def _handle(self, slot: Slot, msg: tuple[Any, ...]) -> bool:
         """Returns True when the worker is idle again."""

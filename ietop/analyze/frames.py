@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 TABLES = (("requests", "request"), ("loads", "load"), ("unloads", "unload"),
           ("truncations", "truncation"), ("errors", "error"), ("hints", "hint"))
 PROBES_TABLE = "probes"
+PROMPTS = ("prompts", "prompt")
+"""Written only with --include-prompts (prompt text is private): the JSON's `prompts`, source flattened."""
 
 CHUNK_BYTES = 1 << 20
 """Bytes of JSON lines parsed at a time. Larger chunks parse no faster but raise the peak (polars' allocator
@@ -180,12 +182,13 @@ def _write(frame: pl.LazyFrame, path: str, fmt: str) -> None:
 
 
 def write_tables(an: Analysis, directory: str, fmt: str) -> list[str]:
-    """Write each entity table, then `probes`, to `directory` as csv or parquet; returns the written paths."""
+    """Write each entity table (`prompts` too with --include-prompts), then `probes`, to `directory` as csv or
+    parquet; returns the written paths."""
     import polars as pl
 
     os.makedirs(directory, exist_ok=True)
     written: list[str] = []
-    for table, kind in TABLES:
+    for table, kind in (*TABLES, PROMPTS) if an.include_prompts else TABLES:
         path = os.path.join(directory, f"{table}.{fmt}")
         spooled = an.spool.named_file(kind)
         frame: pl.LazyFrame

@@ -30,13 +30,35 @@ def _lit(text: str, style: str = "") -> Text:
     return Text(visible(text), style=style)
 
 
+def _num(value: float) -> str:
+    """A number as the log wrote it: `11.12`, not `11.120`; `512`, not `512.0` (the exact value is in --json)."""
+    if value.is_integer() and abs(value) < 1e15:
+        return f"{value:.0f}"
+    # Six significant digits keep every figure an engine logs (`14.9888`) without a float's binary noise;
+    # past a million they would turn to an exponent.
+    return f"{value:.6g}" if abs(value) < 1e6 else f"{value:.0f}"
+
+
 def _t(value: Any) -> Text:
     """Literal text for a cell (None shows as an em dash; a whole number without decimals)."""
     if value is None:
         return Text("—", style="dim")
     if isinstance(value, float):
-        return Text(f"{value:.0f}" if value.is_integer() and abs(value) < 1e15 else f"{value:.3f}")
+        return Text(_num(value))
     return _lit(str(value))
+
+
+PROMPT_CHARS = 200
+"""A prompt shows as one line of at most this many characters (Rich elides it further to the terminal's width);
+the whole text is in --json / --csv / --parquet."""
+
+
+def _one_line(text: str, limit: int = PROMPT_CHARS) -> str:
+    """`text` inert, on one line (newline as ⏎, tab as a space), cut to `limit` characters with "…"."""
+    # Only what can show is made visible: a prompt can be megabytes. A stand-in is never shorter than its
+    # character, so limit + 1 characters are enough to know whether the text was cut.
+    shown = visible(text[:limit + 1]).replace("\n", "⏎").replace("\t", " ")
+    return shown if len(shown) <= limit else shown[:limit - 1] + "…"
 
 
 def _dur(seconds: float | None) -> Text:
@@ -88,6 +110,8 @@ def render(an: Analysis) -> RenderableType:
     _maybe(parts, an, "truncation", "Truncations (prompt longer than the context)",
            ["time", "limit", "prompt", "keep", "new", "line"], ["time", "limit", "prompt", "keep", "new"])
     _maybe(parts, an, "error", "Errors", ["time", "kind", "message", "line"], ["time", "kind", "message"])
+    if an.include_prompts:
+        parts.append(_prompts(an))
     parts.append(_settings(an))
     parts.append(_latency(an))
     return Group(*parts)
@@ -122,8 +146,9 @@ def _summary(an: Analysis) -> RenderableType:
             [f"no answer×{d.statuses[0]}"] if d.statuses.get(0) else [])
         lines.append(_lit("Status: " + ", ".join(shown)))
     if an.store.counts.get("prompt_text_lines"):
-        lines.append(_lit(f'{an.store.counts["prompt_text_lines"]} lines carry prompt text (omitted; '
-                          "--include-prompts to show)", style="yellow"))
+        said = "shown below, --include-prompts" if an.include_prompts else "omitted; --include-prompts to show"
+        lines.append(_lit(f'{an.store.counts["prompt_text_lines"]} lines carry prompt text ({said})',
+                          style="yellow"))
     return Panel(Group(*lines), title="ietop analyze", title_align="left")
 
 
@@ -182,6 +207,37 @@ def _maybe(parts: list[RenderableType], an: Analysis, kind: str, title: str, col
     parts.append(t)
 
 
+def _prompts(an: Analysis) -> RenderableType:
+    """The prompt text the logs carry (asked for with --include-prompts), one line each, in log order."""
+    rows = list(islice(an.spool.records("prompt"), MAX_ROWS))
+    if not rows:
+        return Text("No prompt text in these logs (engines log it at DEBUG, vLLM with request logging).",
+                    style="dim")
+    engines = {s.path: s.engine for s in an.store.sources}
+    # The prompt alone gives way to the terminal's width (ratio, ellipsis): the other columns keep theirs.
+    t = Table(title="Prompts (--include-prompts)", title_justify="left", expand=True, show_edge=False,
+              header_style="bold")
+    for col in ("time", "engine", "prompt", "line"):
+        wide = col == "prompt"
+        t.add_column(col, no_wrap=True, overflow="ellipsis", ratio=1 if wide else None, min_width=10 if wide else None)
+    for r in rows:
+        t.add_row(_t(_short_time(r.get("time"))), _t(engines.get(str((r.get("source") or {}).get("path")))),
+                  Text(_one_line(str(r.get("text", "")))), _src(r))
+    if an.spool.counts.get("prompt", 0) > MAX_ROWS:
+        t.caption = f"{an.spool.counts['prompt'] - MAX_ROWS} more in --json / --csv"
+    return t
+
+
+def _setting(key: str, value: Any) -> Text:
+    """A setting's value in the units its name says (`_s` seconds, `_gib` GiB, concurrency a multiple)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return _t(value)
+    if key.endswith("_s"):
+        return _dur(value)
+    unit = " GiB" if key.endswith("_gib") else "×" if key == "max_concurrency" else ""
+    return Text((str(value) if isinstance(value, int) else _num(value)) + unit)
+
+
 def _settings(an: Analysis) -> RenderableType:
     cfg = an.store.settings
     t = _table("Configured (claim) vs effective (evidence)", ["setting", "configured", "effective", "evidence"])
@@ -189,19 +245,26 @@ def _settings(an: Analysis) -> RenderableType:
              ("keep-alive", "keep_alive", "keep_alive"), ("max loaded models", "max_loaded_models", "loaded_models"),
              ("kv cache type", "kv_cache_type", "kv_cache_type"), ("listen", "host", "listen")]
     paths = an.source_paths
-    for label, ckey, ekey in pairs:
+
+    def row(label: str, ckey: str, ekey: str) -> None:
         conf = cfg.configured.get(ckey)
         eff = cfg.effective.get(ekey)
         if conf is None and eff is None:
-            continue
+            return
         ref = cfg.effective_ref.get(ekey) or cfg.configured_ref.get(ckey)
         where = _src({"source": {"path": paths[ref.src], "line": ref.line}}) if ref else _t(None)
-        t.add_row(_lit(label), _t(conf), _t(eff), where)
-    for key in ("ctx_total", "ctx_per_slot_limit", "n_ctx_train", "runner_num_ctx", "gpu_layers", "version"):
-        if key in cfg.effective:
-            ref = cfg.effective_ref[key]
-            t.add_row(_lit(key), _t(None), _t(cfg.effective[key]),
-                      _src({"source": {"path": paths[ref.src], "line": ref.line}}))
+        t.add_row(_lit(label), _setting(ckey, conf), _setting(ekey, eff), where)
+
+    for label, ckey, ekey in pairs:
+        row(label, ckey, ekey)
+    # Every other setting of the JSON's `config`, under its name there (vLLM's are all of this kind: the KV
+    # cache and the concurrency it allows, the model length); a name both sides use shares one row.
+    paired_c = {ckey for _, ckey, _ in pairs}
+    paired_e = {ekey for _, _, ekey in pairs}
+    rest = dict.fromkeys([*(k for k in cfg.configured if k not in paired_c),
+                          *(k for k in cfg.effective if k not in paired_e)])
+    for key in rest:
+        row(key, key if key not in paired_c else "", key if key not in paired_e else "")
     # Nothing configured nor seen in effect (a proxy's JSONL): no empty table.
     return t if t.row_count else Text("No configured or effective settings in these logs.", style="dim")
 

@@ -15,6 +15,9 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from ietop import __version__
+from ietop.cli_completion import SHELLS
+from ietop.cli_config import DASHBOARD_COMMANDS, ConfigError, add_config_flags, add_theme_flag, parse
+from ietop.cli_help import help_for
 from ietop.runtime import tune_gc
 
 if TYPE_CHECKING:
@@ -44,12 +47,14 @@ def _did_you_mean(message: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="ietop", description="top for local LLM inference engines (Ollama, MLX, vLLM).")
+    parser = _Parser(prog="ietop", description="top for local LLM inference engines (Ollama, MLX, vLLM).",
+                     **help_for(None))
     parser.add_argument("--version", action="version", version=f"ietop {__version__}")
     _add_live_flags(parser)
+    add_config_flags(parser, top=True)
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
-    an = sub.add_parser("analyze", help="report on saved engine logs (plain, .gz or .zst)",
+    an = sub.add_parser("analyze", help="report on saved engine logs (plain, .gz or .zst)", **help_for("analyze"),
                         description="Analyze saved logs: requests, loads, evictions, truncations, "
                                     "configured vs effective settings, latency percentiles.")
     an.add_argument("paths", nargs="+", metavar="PATH", help="log files; several are merged by time")
@@ -68,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="include prompt text found in DEBUG logs (omitted by default: it is private)")
 
     px = sub.add_parser("proxy", help="pass-through proxy that measures exact TTFT, ITL and tokens per request",
+                        **help_for("proxy"),
                         description="Forward an engine's API unchanged and measure every inference request "
                                     "(TTFT, ITL, prompt/output tokens from the engine's own usage fields).")
     px.add_argument("--listen", default="127.0.0.1:11435", metavar="HOST:PORT",
@@ -79,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     px.add_argument("--timeout", type=float, default=600.0, metavar="S", help="upstream timeout in seconds (600)")
     px.add_argument("--quiet", action="store_true", help="do not print a line per measured request")
 
-    rp = sub.add_parser("replay", help="the live dashboard driven by saved logs",
+    rp = sub.add_parser("replay", help="the live dashboard driven by saved logs", **help_for("replay"),
                         description="Replay saved logs through the live pipeline: p pauses, n steps, +/- speed.")
     rp.add_argument("paths", nargs="+", metavar="PATH", help="log files (plain, .gz, .zst); merged by time")
     rp.add_argument("--speed", type=_speed, default=1.0, metavar="N",
@@ -89,10 +95,18 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--until", metavar="TIME", help="replay up to TIME (ISO-8601) and pause there (p plays on)")
 
     dm = sub.add_parser("demo", help="the dashboard replaying a bundled incident (no engine needed)",
+                        **help_for("demo"),
                         description="Replay the bundled incident (built from real Ollama log lines) in the "
                                     "dashboard.")
     dm.add_argument("--speed", type=_speed, default=10.0, metavar="N", help="replay speed (default 10)")
     dm.add_argument("--report", action="store_true", help="print the analyze report of the incident instead")
+    for command in (rp, dm):
+        add_theme_flag(command, top=False)
+    for command in (an, px, rp, dm):
+        add_config_flags(command, top=False)
+    cp = sub.add_parser("completion", help="print a shell completion script", **help_for("completion"),
+                        description="Print the completion script for SHELL (generated from these parsers).")
+    cp.add_argument("shell", choices=SHELLS, metavar="SHELL", help=f"one of {', '.join(SHELLS)}")
     return parser
 
 
@@ -115,6 +129,7 @@ def _add_live_flags(parser: argparse.ArgumentParser) -> None:
                       help="also run `ietop proxy` on this port (127.0.0.1) and show its exact measurements")
     live.add_argument("--proxy-upstream", metavar="URL",
                       help="where --proxy forwards to (default: the first engine polled)")
+    add_theme_flag(live, top=True)
 
 
 def _speed(text: str) -> float:
@@ -143,7 +158,16 @@ def _interval(text: str) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:  # with the defaults of the config file (ietop/cli_config.py)
+        args = parse(parser, argv, lambda a: a.command in DASHBOARD_COMMANDS and not getattr(a, "report", False))
+    except ConfigError as exc:
+        print(f"ietop: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.command == "completion":
+        from ietop.cli_completion import script
+
+        print(script(build_parser(), args.shell), end="")
+        return EXIT_OK
     tune_gc(raise_threshold=args.command in ("analyze", "proxy"))  # the dashboard less: see ietop/runtime.py
     try:
         if args.command == "analyze":
@@ -151,9 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             # The 15-minute window: the incident's requests stay in view after its last minutes of quiet.
             return _report(demo_paths()) if args.report else _replay(demo_paths(), args.speed, None, "ietop demo",
-                                                                     window_index=2)
+                                                                     window_index=2, theme=args.theme)
         if args.command == "replay":
-            return _replay(args.paths, args.speed, args.engine, "ietop replay", args.paused, args.until)
+            return _replay(args.paths, args.speed, args.engine, "ietop replay", args.paused, args.until,
+                           theme=args.theme)
         if args.command == "proxy":
             return _proxy(args)
         return _live(args)
@@ -305,7 +330,7 @@ def demo_paths() -> list[str]:
 
 
 def _replay(paths: Sequence[str], speed: float, engine: str | None, title: str, paused: bool = False,
-            until_text: str | None = None, window_index: int = 1) -> int:
+            until_text: str | None = None, window_index: int = 1, theme: str | None = None) -> int:
     from ietop.pipeline.ingest import FormatError, SourceError, parse_time_arg
 
     try:
@@ -324,7 +349,7 @@ def _replay(paths: Sequence[str], speed: float, engine: str | None, title: str, 
         _say_repeated(inputs.repeated)
         try:
             app = replay_app(inputs.read, speed, engine, title=title, paused=paused, until=until,
-                             window_index=window_index, names=inputs.names)
+                             window_index=window_index, names=inputs.names, theme=theme)
         except (SourceError, FormatError) as exc:
             print(f"ietop: error: {exc}", file=sys.stderr)
             return EXIT_RUNTIME
@@ -351,7 +376,7 @@ def _live(args: argparse.Namespace) -> int:
     from ietop.tui.run import live_app
 
     try:
-        app = live_app(p, args.interval)
+        app = live_app(p, args.interval, args.theme)
     except ValueError as exc:  # a bad --proxy address
         print(f"ietop: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

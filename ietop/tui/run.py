@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def replay_app(paths: Sequence[str], speed: float, engine: str | None = None, *, title: str = "ietop replay",
                hardware: bool = False, paused: bool = False, until: float | None = None,
-               window_index: int = 1, names: Mapping[str, str] | None = None) -> IetopApp:
+               window_index: int = 1, names: Mapping[str, str] | None = None, theme: str | None = None) -> IetopApp:
     """Raises FormatError/SourceError (one line) for a file that cannot be replayed. `names`: what to call a
     path read under another name (a pipe copied to a temporary file)."""
     store, view, evidence = new_store()
@@ -38,15 +38,15 @@ def replay_app(paths: Sequence[str], speed: float, engine: str | None = None, *,
                            clock)
 
     setup = Setup(feeds=[feed], clock=clock, hardware=hardware, title=title, window_index=window_index,
-                  restart=restart)
+                  restart=restart, theme=theme)
     return IetopApp(store, view, evidence, setup)
 
 
-def live_app(plan: Plan, poll_interval: float = 2.0) -> IetopApp:
+def live_app(plan: Plan, poll_interval: float = 2.0, theme: str | None = None) -> IetopApp:
     store, view, evidence = new_store()
     feeds = live_feeds(store, evidence, plan, _stdin_for_data)
     setup = Setup(feeds=feeds, endpoints=plan.endpoints, discovered=plan.discovered, title="ietop",
-                  poll_interval=poll_interval)
+                  poll_interval=poll_interval, theme=theme)
     return IetopApp(store, view, evidence, setup)
 
 

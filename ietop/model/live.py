@@ -122,7 +122,8 @@ class LiveView:
             events=event_rows(loads, unloads, self.simple, names, engine_of=engine_of),
             hints=(),
             timeline=build_timeline(loads, unloads, names),
-            sources=tuple(SourceRow(s.path, s.engine, s.lines, s.unparsed_lines, s.version) for s in store.sources),
+            sources=tuple(SourceRow(s.path, s.engine, s.lines, s.unparsed_lines, s.version, s.failed)
+                          for s in store.sources),
             configured=dict(cfg.configured),
             effective=dict(cfg.effective),
             counts=dict(store.counts),
@@ -140,8 +141,8 @@ class LiveView:
             rows.append(EngineRow(st.engine, st.endpoint, st.state, st.detail,
                                   st.version or _log_version(store, st.engine), st.since if st.state == "up" else None))
         for info in store.sources:
-            if info.engine in polled or info.engine == "proxy":
-                continue
+            if info.engine in polled or info.engine == "proxy" or info.failed:
+                continue  # a failed source has its own segment in the header (Snapshot.failed_sources)
             name = info.path.replace("\\", "/").rsplit("/", 1)[-1]
             rows.append(EngineRow(info.engine, f"log:{name}", "log", f"{info.lines} lines", info.version, None))
         return tuple(rows)

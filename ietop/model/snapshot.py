@@ -102,6 +102,8 @@ class SourceRow:
     lines: int
     unparsed: int
     version: str | None
+    failed: str | None = None
+    """Why the source gave up for good (`exit 1`): see ietop.model.store_records.SourceFailed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,3 +142,13 @@ class Snapshot:
 
     def model_name(self, model: str | None) -> str | None:
         return resolve(model, self.aliases)
+
+    @property
+    def failed_sources(self) -> tuple[SourceRow, ...]:
+        return tuple(s for s in self.sources if s.failed)
+
+    @property
+    def requests_can_come(self) -> bool:
+        """Whether anything followed can give requests: a log (file, journal, container, stdin) or the proxy
+        that has not failed. Polled endpoints alone give residency and status, never a request."""
+        return any(not s.failed for s in self.sources)

@@ -23,12 +23,12 @@ from ietop.model.names import model_name
 from ietop.model.proxied import proxied_request
 from ietop.model.records import Ref, Request, Simple, is_inference
 from ietop.model.sketch import Sketch
-from ietop.model.store_records import EngineState, ListSink, Sink, SourceInfo
+from ietop.model.store_records import EngineState, ListSink, Sink, SourceFailed, SourceInfo
 from parsers import events as ev
 from parsers.api.events import OllamaResidency
 from parsers.events.sane import implausible
 
-__all__ = ["EngineState", "ListSink", "Sink", "SourceInfo", "SourcePaths", "Store"]
+__all__ = ["EngineState", "ListSink", "Sink", "SourceFailed", "SourceInfo", "SourcePaths", "Store"]
 
 _MLX_EVENTS = (ev.RequestBody, ev.Admission, ev.PrefillProgress, ev.TokenDelta, ev.Usage, ev.GenerationStart)
 _TASK_EVENTS = frozenset({ev.PromptTask, ev.Timing, ev.SlotRelease, ev.CacheSlot})
@@ -276,6 +276,8 @@ class Store:
             self._count("prompt_text_lines")
             if self.include_prompts:
                 self.sink("prompt", Simple("prompt", {"time": _iso(ts), "text": event.text}, ref))
+        elif isinstance(event, SourceFailed):
+            self._source_failed(src, t, event, ref)
 
     def _mlx_event(self, src: int, t: float, event: ev.Event, ref: Ref) -> None:
         mlx = self._mlx[src]
@@ -427,6 +429,14 @@ class Store:
             was_loading = self.loads.failed(src, t, event.ts, ref, engine, certain)
             if event.kind == "runner_crash" and not was_loading and self.loads.resident:
                 self.loads.unload(src, t, event.ts, ref, engine, "crashed")
+
+    def _source_failed(self, src: int, t: float, event: SourceFailed, ref: Ref) -> None:
+        info = self.sources[src]
+        info.failed = event.reason
+        self._count("errors")
+        message = f"{info.path} failed ({event.reason})" + (f": {event.detail}" if event.detail else "")
+        self.sink("error", Simple("error", {"time": _iso(event.ts), "kind": "source_failed", "message": message},
+                                  ref, t))
 
     @property
     def events_total(self) -> int:

@@ -9,7 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EngineState", "ListSink", "Sink", "SourceInfo"]
+from parsers.events.base import Event
+
+__all__ = ["EngineState", "ListSink", "Sink", "SourceFailed", "SourceInfo"]
 
 Sink = Callable[[str, Any], None]
 """Receives each finalized record: `sink(kind, record)`."""
@@ -23,6 +25,21 @@ class SourceInfo:
     version: str | None = None
     lines: int = 0
     unparsed_lines: int = 0
+    failed: str | None = None
+    """Why the source gave up for good (`exit 1`, `docker not found`); None while it is read (SourceFailed)."""
+
+
+@dataclass(slots=True)
+class SourceFailed(Event):
+    """What a feed posts when its source can give nothing more (a followed command exited with an error, or
+    could not start; the proxy could not listen): said by the wiring, not by a log line (``line`` is 0).
+    The dashboard's toast fades; the store keeps this on the source, and as an error for the Events panel.
+
+    ``reason``: a few words for the header (`exit 1`). ``detail``: what the source said about it, e.g. the
+    command's last stderr line (untrusted text, made inert where it is shown), or ""."""
+
+    reason: str
+    detail: str
 
 
 @dataclass(slots=True)

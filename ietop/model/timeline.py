@@ -131,7 +131,8 @@ def _simple_row(s: Simple, engine_of: Callable[[int], str]) -> EventRow:
         return EventRow(s.t or 0.0, time, "truncation", engine, d.get("model"), text, (s.ref,))
     message = str(d.get("message", ""))
     text = f"{d.get('kind', 'error')}: {message}"
-    return EventRow(s.t or 0.0, time, "error", engine, d.get("model"), text, (s.ref,))
+    # Line 0 is no log line (a source that failed says so itself): no evidence to look up.
+    return EventRow(s.t or 0.0, time, "error", engine, d.get("model"), text, (s.ref,) if s.ref.line else ())
 
 
 def _parse_time(value: Any) -> datetime | None:

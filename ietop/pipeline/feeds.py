@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast
 
-from ietop.model.store import Store
+from ietop.model.store import SourceFailed, Store
 from ietop.pipeline.clock import ReplayClock
 from ietop.pipeline.ingest import (
     SCRAPE,
@@ -389,6 +389,21 @@ class TailFeed:
         if before_head is not None and between is not None:
             self.tail.n = before_head + between
 
+FAILED_DETAIL_MAX = 300
+"""Characters of a command's last stderr line kept for the Events row (a line can be 64 KiB)."""
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= FAILED_DETAIL_MAX else text[:FAILED_DETAIL_MAX - 1] + "…"
+
+
+def failed(src: int, toast: str, reason: str, detail: str) -> Batch:
+    """A source gave up for good: the toast now, and SourceFailed for the store, which keeps it on the source
+    (the header says so) and as an Events row (with `detail`: what the source said about it)."""
+    event = SourceFailed(0, datetime.now().astimezone(), reason, detail)
+    return Batch([(src, time.time(), event)], error=toast)
+
+
 class CommandFeed:
     """Lines from a command (`journalctl -f -o json`, `docker logs -f -t`) or from stdin."""
 
@@ -404,7 +419,7 @@ class CommandFeed:
 
         error = self.lines.start() if hasattr(self.lines, "start") else None
         if error:
-            post(Batch([], error=error))
+            post(failed(self.tail.src, f"{self.tail.name}: {error}", error, ""))
             return
         try:
             while not stop.is_set():
@@ -428,7 +443,12 @@ class CommandFeed:
                     if code == 0:
                         post(Batch([], note=f"{self.tail.name}: the stream ended"))
                     else:
-                        post(Batch([], error=f"{self.tail.name}: stream ended (exit {code})"))
+                        # The command's own words say why (docker: no daemon, no such container); ours only
+                        # that it stopped. Stdin has no stderr of its own (and never fails).
+                        said = _cut(getattr(self.lines, "last_stderr", None) or "")
+                        reason = f"exit {code}" if code > 0 else f"killed by signal {-code}"
+                        toast = f"{self.tail.name}: stream ended ({reason})" + (f": {said}" if said else "")
+                        post(failed(self.tail.src, toast, reason, said))
                     return
         finally:
             self.lines.stop()
@@ -460,7 +480,7 @@ class ProxyFeed:
         try:
             self.url = server.start()
         except (OSError, RuntimeError) as exc:
-            post(Batch([], error=f"proxy: cannot listen on {self.listen}: {exc}"))
+            post(failed(src, f"proxy: cannot listen on {self.listen}: {exc}", "cannot listen", str(exc)))
             return
         try:
             stop.wait()

@@ -65,15 +65,25 @@ class _LineBuffer:
         self._stopping = False
         self._numbered = 0
 
-    def pump(self, read: Callable[[int], bytes], close: Callable[[], object] | None = None) -> None:
-        """Reader thread body: read chunks until EOF (or ``stop``), frame them, queue the lines."""
+    def pump(self, read: Callable[[int], bytes], close: Callable[[], object] | None = None,
+             seen: Callable[[list[Line]], object] | None = None) -> None:
+        """Reader thread body: read chunks until EOF (or ``stop``), frame them, queue the lines. ``seen``: called
+        with each framed batch before it is queued (CommandLines keeps the last stderr line with it)."""
         splitter = LineSplitter(self._max_line)
         try:
             while True:
                 chunk = read(_CHUNK)
-                if not chunk or not self._put(splitter.feed(chunk)):
+                if not chunk:
                     break
-            self._put(splitter.flush())  # an unterminated last line is still a line
+                lines = splitter.feed(chunk)
+                if seen is not None and lines:
+                    seen(lines)
+                if not self._put(lines):
+                    break
+            lines = splitter.flush()  # an unterminated last line is still a line
+            if seen is not None and lines:
+                seen(lines)
+            self._put(lines)
         except (OSError, ValueError):
             pass  # the stream was closed under us (stop, or the caller closed its file): that is an end
         finally:
@@ -139,6 +149,7 @@ class CommandLines:
         self._proc: subprocess.Popen[bytes] | None = None
         self._threads: list[threading.Thread] = []
         self._stopped = False
+        self._last_stderr: str | None = None
 
     def __repr__(self) -> str:
         pid = None if self._proc is None else self._proc.pid
@@ -162,7 +173,9 @@ class CommandLines:
         self._proc = proc
         for label, stream in (("stdout", proc.stdout), ("stderr", proc.stderr)):
             assert stream is not None
-            thread = threading.Thread(target=self._buffer.pump, args=(partial(os.read, stream.fileno()), stream.close),
+            seen = self._saw_stderr if label == "stderr" else None
+            thread = threading.Thread(target=self._buffer.pump,
+                                      args=(partial(os.read, stream.fileno()), stream.close, seen),
                                       name=f"ietop-{os.path.basename(name)}-{label}", daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -177,6 +190,21 @@ class CommandLines:
         if self._proc is None:
             return []
         return self._buffer.read_available(timeout)
+
+    def _saw_stderr(self, lines: list[Line]) -> None:
+        # On the stderr reader's thread; one reference assignment, read once that thread is done.
+        for line in reversed(lines):
+            if line.text.strip():
+                self._last_stderr = line.text.strip()
+                return
+
+    @property
+    def last_stderr(self) -> str | None:
+        """The last non-blank line the command wrote to stderr (stripped, raw: untrusted text), None before any.
+
+        Why a command failed is there (``Cannot connect to the Docker daemon…``, ``No such container``); for
+        ``docker logs`` it may also be the container's own last stderr line, which is also the engine's log."""
+        return self._last_stderr
 
     @property
     def exited(self) -> int | None:

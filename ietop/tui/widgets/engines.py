@@ -53,7 +53,8 @@ def header_text(snap: Snapshot, discovered: set[str] | frozenset[str] = frozense
     text = Text()
     engines = [e for e in snap.engines if e.endpoint not in discovered or e.state in ("up", "dead")]
     engines = _fold_logs(engines)
-    if not engines:
+    failed = snap.failed_sources
+    if not engines and not failed:
         text.append("no engine found", style="bold yellow")
         if discovered:
             tried = ", ".join(sorted(discovered))
@@ -72,7 +73,24 @@ def header_text(snap: Snapshot, discovered: set[str] | frozenset[str] = frozense
         text.append(f" {clean(e.endpoint)}", style="dim")
         if e.state in ("down", "dead", "unknown") and e.detail:
             text.append(f" ({clean(e.detail)})", style="red")
+    # A source that gave up stays named until ietop exits (its toast fades); what it said is in Events.
+    for i, s in enumerate(failed):
+        if i or engines:
+            text.append("  │  ", style="dim")
+        text.append(f"{clean(s.path)} failed", style="bold red")
+        text.append(f" ({clean(s.failed)})", style="red")
     return text
+
+
+def requests_note(snap: Snapshot) -> str | None:
+    """What the empty Requests panel says when nothing followed can give a request (only endpoints polled,
+    or every log followed failed); None when requests can come, or have."""
+    if snap.requests or snap.requests_can_come:
+        return None
+    failed = ", ".join(clean(s.path) for s in snap.failed_sources)
+    why = f"{failed} failed (see Events)" if failed else "no log followed"
+    return (f"{why}: requests come from the engine's log — add --log PATH, --journal UNIT or --docker NAME"
+            " (or --proxy PORT)")
 
 
 def _fold_logs(rows: list[EngineRow]) -> list[EngineRow]:

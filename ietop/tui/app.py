@@ -20,7 +20,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Input
+from textual.widgets import Footer, Input, OptionList
 
 from ietop.model.live import LiveView
 from ietop.model.records import Ref
@@ -32,6 +32,7 @@ from ietop.pipeline.hardware import Hardware
 from ietop.pipeline.polling import ProcessSamples
 from ietop.tui.format import clean
 from ietop.tui.pacing import RedrawPacer
+from ietop.tui.panels import PanelControls
 from ietop.tui.replay_control import ReplayControls, ReplayParts
 from ietop.tui.screens.detail import DetailScreen, event_view, hint_view, request_view
 from ietop.tui.screens.help import HelpScreen
@@ -42,7 +43,7 @@ from ietop.tui.widgets.events import EventsTable
 from ietop.tui.widgets.hints import HintsTable
 from ietop.tui.widgets.latency import LatencyPanel
 from ietop.tui.widgets.memory import MemoryPanel
-from ietop.tui.widgets.requests import COLUMNS, RequestsTable
+from ietop.tui.widgets.requests import SORT_CYCLE, RequestsTable
 from ietop.tui.widgets.residency import ResidencyTable
 from ietop.tui.widgets.rowtable import RowTable
 
@@ -96,9 +97,10 @@ class Setup:
     """Index into WINDOWS the latency and hint panels start with (1: 5 minutes)."""
     restart: Callable[[float], ReplayParts] | None = None
     """Replay: the same replay from its start at a given speed, in a fresh store (what `J` goes back with)."""
+    theme: str | None = None
 
 
-class IetopApp(ReplayControls):
+class IetopApp(PanelControls, ReplayControls):
     CSS_PATH = "ietop.tcss"
     TITLE = "ietop"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -112,6 +114,8 @@ class IetopApp(ReplayControls):
         Binding("J", "jump_back", "previous event", show=False),
         Binding("t", "timeline", "timeline"),
         Binding("e", "events", "events"),
+        Binding("c", "columns", "columns"),
+        Binding("ctrl+s", "dump", "save text", show=False),
         Binding("s", "sort(1)", "sort", show=False),
         Binding("S", "sort(-1)", "sort back", show=False),
         Binding("r", "sort(0)", "reverse sort", show=False),
@@ -157,6 +161,8 @@ class IetopApp(ReplayControls):
 
     def on_mount(self) -> None:
         self.title = self.setup.title
+        if self.setup.theme:
+            self.theme = self.setup.theme
         self.query_one("#filter", Input).display = False
         for feed in self.setup.feeds:
             self._run_feed(feed, self._generation, self._feed_stop)
@@ -179,9 +185,8 @@ class IetopApp(ReplayControls):
         if compact and isinstance(main.focused, EventsTable):
             main.add_class("-events")  # the panel in use stays on screen
         main.set_class(compact, "-compact")
-        # Small terminals show Requests or Events in one place; say which key swaps them.
-        main.query_one(RequestsTable).border_subtitle = "e: events" if compact else None
-        main.query_one(EventsTable).border_subtitle = "e: requests" if compact else None
+        # Small terminals show Requests or Events in one place; the subtitles say which key swaps them.
+        self.refresh_subtitles()
 
     def on_unmount(self) -> None:
         self._stop.set()
@@ -414,7 +419,8 @@ class IetopApp(ReplayControls):
         column reversed (step 0). The heading shows the column and direction (▼/▲)."""
         self._requests_on_screen()
         table = self.query_one(RequestsTable)
-        table.sort_by(COLUMNS[(COLUMNS.index(table.sort_column) + step) % len(COLUMNS)])
+        at = SORT_CYCLE.index(table.sort_column) if table.sort_column in SORT_CYCLE else 0
+        table.sort_by(SORT_CYCLE[(at + step) % len(SORT_CYCLE)])
         if self.snap is not None:
             table.show(self.snap, force=True)
 
@@ -427,10 +433,10 @@ class IetopApp(ReplayControls):
             table.show(self.snap, force=True)
         table.focus()
 
-    @on(DataTable.RowSelected)
+    @on(OptionList.OptionSelected, "#hints")
     @on(RowTable.Selected)
-    def _open_detail(self, event: DataTable.RowSelected | RowTable.Selected) -> None:
-        table = event.data_table if isinstance(event, DataTable.RowSelected) else event.table
+    def _open_detail(self, event: OptionList.OptionSelected | RowTable.Selected) -> None:
+        table = event.option_list if isinstance(event, OptionList.OptionSelected) else event.table
         if isinstance(table, RequestsTable) and (req := table.selected()) is not None:
             name = self.snap.model_name(req.model) if self.snap is not None else None
             self.push_screen(DetailScreen("Request", request_view(req, self.lookup, name)))

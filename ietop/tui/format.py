@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
+from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 
 from ietop.model.durations import secs as secs  # re-exported: the widgets format with it
@@ -34,6 +35,25 @@ def cell(value: object, style: str = "") -> tuple[str, str]:
     """A RowTable cell: the text made inert as `safe` makes it, tabs as spaces (a cell is one line of fixed
     width), and a style definition."""
     return (clean(value).replace("\t", " ") if value is not None else "—", style)
+
+
+def elide(text: str, width: int) -> str:
+    """`text` in at most `width` cells, ending in "…" when cut, and never cut inside a run of digits: "GeForce
+    RTX 4090" at 16 is "GeForce RTX…", not "GeForce RTX 40", which reads as another card."""
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:max(0, width)]
+    cut = min(len(set_cell_size(text, width - 1).rstrip(" ")), len(text))  # wide characters: cells ≠ chars
+    while 0 < cut < len(text) and text[cut - 1].isdigit() and text[cut].isdigit():
+        cut -= 1
+    head = text[:cut]
+    while cell_len(head) > width - 1:
+        head = head[:-1]
+    space = head.rfind(" ")
+    if cut < len(text) and text[cut] != " " and space >= max(1, len(head) - 12):
+        head = head[:space]  # at a word's end, when one is near: "waited for a…", not "waited for a m…"
+    return head.rstrip() + "…"
 
 
 def size(n: int | float | None) -> str:

@@ -70,9 +70,11 @@ async def test_replay_lines_fit_the_panel(size: tuple[int, int]) -> None:
         assert lines[0].startswith("GPU GeForce RTX") and lines[0].endswith(" (log)")
         assert lines[1].endswith(" 409.6 MiB/24.0 GiB")  # 24 GiB, 23.6 GiB free (the log's `gpu memory`)
         assert lines[2] == "  in use at 14:05:41"
+        # The log's reading is from before the resident model's load: it does not count it, and says so.
+        assert lines[3] == "  before qwen3:8b loaded"
         # The budget, then the models it sums (the last lines are what a short panel loses).
-        assert lines[3] == "budget 27% of VRAM" and lines[4].endswith(" 6.6/24.0 GiB")
-        assert lines[5:] == [f"  {'qwen3:8b':<{width - 10}} 6.6 GiB"]
+        assert lines[4] == "budget 27% of VRAM" and lines[5].endswith(" 6.6/24.0 GiB")
+        assert lines[6:] == [f"  {'qwen3:8b':<{width - 10}} 6.6 GiB"]
         too_wide = [line for line in lines if len(line) > width]
         assert not too_wide, (width, too_wide)
 

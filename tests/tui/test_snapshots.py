@@ -1,4 +1,5 @@
-"""SVG snapshots of the dashboard replaying the bundled incident (pytest-textual-snapshot).
+"""SVG snapshots of the dashboard replaying the bundled incident (pytest-textual-snapshot), each screen at the
+sizes people use: 80x24 (a tmux pane), 120x40 and 200x50.
 
 Update after an intended change with `pytest tests/tui/test_snapshots.py --snapshot-update` and review the
 diff of tests/tui/__snapshots__/. screenshots/regenerate.py renders the README's images with the same steps.
@@ -8,34 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from ietop.tui.run import replay_app
-from tests.tui.support import (
-    INCIDENT,
-    moment,
-    open_first_hint,
-    open_slowest_request,
-    open_timeline,
-    replay_settled,
-)
+from tests.tui.support import INCIDENT, SCREENS, moment
 
-SIZE = (140, 44)
+SIZES = ((80, 24), (120, 40), (200, 50))
 
 
-def _app() -> Any:
-    return replay_app([str(INCIDENT)], 0, until=moment())
-
-
-def test_main_screen(snap_compare: Any) -> None:
-    assert snap_compare(_app(), terminal_size=SIZE, run_before=replay_settled)
-
-
-def test_request_detail(snap_compare: Any) -> None:
-    assert snap_compare(_app(), terminal_size=SIZE, run_before=open_slowest_request)
-
-
-def test_hint_detail(snap_compare: Any) -> None:
-    assert snap_compare(_app(), terminal_size=SIZE, run_before=open_first_hint)
-
-
-def test_timeline(snap_compare: Any) -> None:
-    assert snap_compare(_app(), terminal_size=SIZE, run_before=open_timeline)
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_screen(snap_compare: Any, screen: str, size: tuple[int, int]) -> None:
+    app = replay_app([str(INCIDENT)], 0, until=moment())
+    assert snap_compare(app, terminal_size=size, run_before=SCREENS[screen])

@@ -18,7 +18,7 @@ class EventsTable(RowTable):
     BORDER_TITLE = "Events"
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(("time", "kind", "engine", "what"), **kwargs)
+        super().__init__(("time", "kind", "engine", "what"), flex="what", drop_order=("engine",), **kwargs)
         self.records: tuple[EventRow, ...] = ()
 
     def show(self, snap: Snapshot) -> None:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.cells import cell_len
 from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
 from ietop.model.snapshot import Snapshot
 from ietop.pipeline.hardware import Hardware
-from ietop.tui.format import bar, clean, clock, size
+from ietop.tui.format import bar, clean, clock, elide, size
 
 
 def _na(value: object, unit: str) -> str:
@@ -43,17 +44,20 @@ class MemoryPanel(Static):
             hw = Hardware(None, (), None if snap.log_gpus else "replay: no device in the log", {})
             for lg in snap.log_gpus:
                 # What the engine logged: the device and how much of it was in use then (not now).
-                name = clean(lg.name).removeprefix("NVIDIA ")[: max(4, width - len("GPU  (log)"))]
+                name = elide(clean(lg.name).removeprefix("NVIDIA "), max(4, width - len("GPU  (log)")))
                 parts.append(Text("GPU ", style="bold") + Text(name) + Text(" (log)", style="dim"))
                 parts.append(_gauge(lg.used_bytes, lg.total_bytes, width))
                 if lg.at is not None:
                     parts.append(Text(f"  in use at {clock(lg.at)}", style="dim"))
+                    later = [r.model for r in snap.resident if (r.loaded_since or 0) > lg.at.timestamp()]
+                    if later:  # the log's figure predates what is resident now: it does not count them
+                        parts.append(Text(elide(f"  before {clean(later[-1])} loaded", width), style="dim"))
         for g in hw.gpus:
             # nvidia-smi's order and units: utilisation, power, temperature.
             label = f"GPU{g.index} "
             state = (f"  {_na(g.util_percent, '%')} {_na(g.power_w and round(g.power_w), 'W')}"
                      f" {_na(g.temperature_c, '°C')}")
-            name = clean(g.name).removeprefix("NVIDIA ")[: max(4, width - len(label) - len(state))]
+            name = elide(clean(g.name).removeprefix("NVIDIA "), max(4, width - len(label) - len(state)))
             parts.append(Text(label, style="bold") + Text(name) + Text(state, style="dim"))
             parts.append(_gauge(g.memory_used, g.memory_total, width))
             for p in g.processes:
@@ -129,7 +133,8 @@ def _breakdown(snap: Snapshot, hw: Hardware, width: int) -> Sequence[Text]:
     for r in sized:
         amount = size(r.size_bytes)
         room = max(4, width - 3 - len(amount))
-        models.append(Text(f"  {clean(r.model)[:room]:<{room}} {amount}"))
+        name = elide(clean(r.model), room)
+        models.append(Text(f"  {name}{' ' * (room - cell_len(name))} {amount}"))
     total = sum(r.size_bytes or 0 for r in sized)
     budget = (sum(g.memory_total or 0 for g in hw.gpus) or sum(g.total_bytes or 0 for g in snap.log_gpus)
               or (hw.host.total if hw.host else 0))

@@ -4,22 +4,33 @@ Enter opens the request with its evidence lines (the app handles RowTable.Select
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
+from rich.segment import Segment
 from rich.text import Text
+from textual.strip import Strip
 
 from ietop.model.names import model_name
 from ietop.model.records import Request
 from ietop.model.snapshot import Snapshot
 from ietop.tui.format import cell, clock, secs
+from ietop.tui.widgets.engines import requests_note
 from ietop.tui.widgets.rowtable import Cell, RowTable
 
 SHOWN = 200
 """Rows in the table (the filter and the sort see every request kept)."""
-CAPS = {"model": 48, "engine": 12}
+CAPS = {"model": 48, "engine": 12, "path": 28, "client": 22}
 """The text columns' widest: longer names (a log can say anything) end in "…"; the detail screen has them whole."""
-COLUMNS = ("time", "engine", "model", "status", "prompt", "trunc", "output", "load wait", "TTFT", "ITL", "total")
+COLUMNS = ("time", "engine", "model", "status", "prompt", "trunc", "output", "load wait", "TTFT", "ITL", "total",
+           "path", "client")
+SORT_CYCLE = COLUMNS[:-2]
+"""What `s` / `S` step through: time to total, so `total` is one `S` from `time` (a click on a heading sorts by
+path or client too)."""
+DROP_ORDER = ("client", "path", "engine", "ITL", "trunc", "output", "load wait", "total", "TTFT", "prompt")
+"""What a narrow panel gives up first: the seeds' three questions (a load? the real prompt? how long?) stay
+longest; time, model and status always stay."""
 _NUMBERS = ("status", "prompt", "output", "load wait", "TTFT", "ITL", "total")
 _SORT_KEYS: dict[str, Callable[[Request], Any]] = {
     "time": lambda r: r.t_end,
@@ -33,6 +44,8 @@ _SORT_KEYS: dict[str, Callable[[Request], Any]] = {
     "TTFT": lambda r: r.ttft_s or -1.0,
     "ITL": lambda r: r.itl_s or -1.0,
     "total": lambda r: r.latency_s or -1.0,
+    "path": lambda r: r.path,
+    "client": lambda r: r.client or "",
 }
 
 
@@ -53,6 +66,7 @@ def request_cells(r: Request, model: str | None) -> tuple[Cell, ...]:
         (secs(r.load_s) if r.cold_load else "", "bold magenta"),
         (secs(r.ttft_s), ""), (secs(r.itl_s), ""),
         (secs(r.latency_s), "bold red" if (r.latency_s or 0) > 30 else ""),
+        cell(r.path), cell(r.client or "—"),
     )
 
 
@@ -60,7 +74,7 @@ class RequestsTable(RowTable):
     BORDER_TITLE = "Requests"
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(COLUMNS, right=_NUMBERS, caps=CAPS, flex="model", **kwargs)
+        super().__init__(COLUMNS, right=_NUMBERS, caps=CAPS, flex="model", drop_order=DROP_ORDER, **kwargs)
         self.records: list[Request] = []
         self.filter_text = ""
         self.sort_column = "time"
@@ -70,8 +84,14 @@ class RequestsTable(RowTable):
         self._asked: tuple[object, ...] = ()
         """What the last show() was asked (the snapshot's requests, by identity, and the filter and sort): the
         same again, as every second of an idle dashboard asks, is not filtered and sorted again."""
+        self.note: str | None = None
+        """Drawn in the empty panel: why no request can come, and what to pass (engines.requests_note)."""
 
     def show(self, snap: Snapshot, force: bool = False) -> None:
+        note = requests_note(snap)
+        if note != self.note:
+            self.note = note
+            self.refresh()
         asked = (snap.requests, len(snap.aliases), self.filter_text, self.sort_column, self.sort_reverse)
         if not force and self._asked and asked[0] is self._asked[0] and asked[1:] == self._asked[1:]:
             return
@@ -90,6 +110,16 @@ class RequestsTable(RowTable):
         self.border_title = Text(title).plain
         self.set_rows([request_cells(r, snap.model_name(r.model)) for r in rows], rows)
 
+    def render_line(self, y: int) -> Strip:
+        if not self.note or self.rows or y < 2:
+            return super().render_line(y)
+        width = self.scrollable_content_region.width
+        lines = textwrap.wrap(self.note, max(10, width - 2))
+        if y - 2 >= len(lines):
+            return super().render_line(y)
+        return Strip([Segment(f" {lines[y - 2]}", self.rich_style)]).crop(0, width).extend_cell_length(
+            width, self.rich_style)
+
     def forget(self) -> None:
         """The next show() draws whatever it gets (the requests shown belong to a replay started over)."""
         self._shown, self._asked = (), ()
@@ -104,7 +134,9 @@ class RequestsTable(RowTable):
         self._mark_sort()
 
     def _mark_sort(self) -> None:
-        """The sort column's heading carries the direction: ▼ largest (or newest) first, ▲ smallest first."""
+        """The sort column's heading carries the direction: ▼ largest (or newest) first, ▲ smallest first.
+        It stays on screen however narrow the panel: a sort by a column one cannot see reads as no order."""
+        self.keep_column(self.sort_column)
         self.set_header(self.sort_column, f"{self.sort_column} {'▼' if self.sort_reverse else '▲'}", "bold")
 
     def on_row_table_header_clicked(self, event: RowTable.HeaderClicked) -> None:

@@ -4,65 +4,65 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-
-from rich.text import Text
-from textual.coordinate import Coordinate
-from textual.widgets import DataTable
+from typing import Any
 
 from ietop.model.snapshot import ResidentRow, Snapshot
-from ietop.tui.format import ago, bar, countdown, safe, secs, size
+from ietop.tui.format import ago, cell, countdown, secs, size
+from ietop.tui.widgets.rowtable import Cell, RowTable
 
 COLUMNS = ("model", "size", "VRAM", "ctx", "expires", "loads", "evict", "load", "resident", "par", "engine", "from")
-"""Most telling first (a narrow terminal scrolls the rest): ctx is effective/configured when they differ
-(yellow); expires: keep-alive left; load: what its last load took; resident: for how long."""
+"""Most telling first: ctx is effective/configured when they differ (yellow); expires: keep-alive left; load:
+what its last load took; resident: for how long."""
+DROP_ORDER = ("from", "engine", "par", "resident", "loads", "load", "size", "evict", "ctx", "expires")
+"""What a narrow panel gives up first (the model and what it holds in VRAM always stay)."""
+_NUMBERS = ("size", "VRAM", "ctx", "expires", "loads", "evict", "load", "resident", "par")
+VRAM_BAR = 4
 
 
-def _ctx(row: ResidentRow) -> Text:
+def _ctx(row: ResidentRow) -> Cell:
     eff = "?" if row.ctx is None else str(row.ctx)
     if row.ctx_configured is None:
-        return Text(eff)
+        return (eff, "")
     differs = row.ctx is not None and row.ctx != row.ctx_configured
     # A configured value is a claim; the effective one is the evidence: show both when they disagree.
-    return Text(f"{eff}/{row.ctx_configured}", style="bold yellow" if differs else "")
+    return (f"{eff}/{row.ctx_configured}", "bold yellow" if differs else "")
 
 
-class ResidencyTable(DataTable[object]):
+def _vram(r: ResidentRow) -> Cell:
+    """The share of the model in VRAM as a short bar, then the bytes (a partial offload is the bar's point)."""
+    if not r.vram_bytes:
+        return ("—", "")
+    frac = max(0.0, min(1.0, r.vram_bytes / r.size_bytes)) if r.size_bytes else 1.0
+    filled = round(frac * VRAM_BAR)
+    return ("█" * filled + "░" * (VRAM_BAR - filled) + f" {size(r.vram_bytes)}", "green" if frac >= 1 else "yellow")
+
+
+class ResidencyTable(RowTable):
     BORDER_TITLE = "Residency"
 
-    _shown: object = None
-
-    def on_mount(self) -> None:
-        self.cursor_type = "row"
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(COLUMNS, right=_NUMBERS, caps={"model": 48, "engine": 12, "from": 12}, flex="model",
+                         drop_order=DROP_ORDER, **kwargs)
+        self.resident: tuple[ResidentRow, ...] = ()
 
     def show(self, snap: Snapshot, started: dict[str, float] | None = None) -> None:
         """`started`: engine → its process start time, when it runs on this host."""
-        rows = [self._cells(r, snap.now) for r in since_process_start(snap.resident, started or {})]
-        key = [[(c.plain, c.style) for c in row] for row in rows]
-        if key == self._shown:
-            return  # unchanged: keep the table (and its cursor) as it is
-        old, self._shown = self._shown, key
-        if isinstance(old, list) and len(old) == len(key) and rows:
-            # Same rows, some cells changed (the keep-alive countdown ticks): update only those cells.
-            for y, (was, now_row) in enumerate(zip(old, key, strict=True)):
-                for x, (a, b) in enumerate(zip(was, now_row, strict=True)):
-                    if a != b:
-                        self.update_cell_at(Coordinate(y, x), rows[y][x], update_width=True)
-            return
-        # Columns too: their widths only grow, and a long blob name seen once would keep them wide.
-        self.clear(columns=True)
-        self.add_columns(*COLUMNS)
-        if not rows:
-            self.add_row(safe("nothing resident", "dim"), *(Text("") for _ in COLUMNS[1:]))
-        for row in rows:
-            self.add_row(*row)
+        rows = since_process_start(snap.resident, started or {})
+        self.resident = tuple(rows)
+        cells = [self._cells(r, snap.now) for r in rows]
+        if not cells:
+            cells = [(("nothing resident", "dim"), *(("", "") for _ in COLUMNS[1:]))]
+        if cells == self.rows:
+            return  # unchanged: no redraw
+        self.set_rows(cells, [(r.engine, r.model) for r in rows] or None)
 
     @staticmethod
-    def _cells(r: ResidentRow, now: float) -> list[Text]:
-        vram = bar(r.vram_bytes, r.size_bytes, 4) + Text(f" {size(r.vram_bytes)}") if r.vram_bytes else Text("—")
-        return [safe(r.model, "bold"), Text(size(r.size_bytes)), vram, _ctx(r), Text(countdown(r.expires_at, now)),
-                Text(str(r.loads)), Text(str(r.evictions), style="bold red" if r.evictions else ""),
-                Text(secs(r.last_load_s)), Text(ago(r.loaded_since, now) if r.loaded_since else "—"),
-                Text("—" if r.parallel is None else str(r.parallel)), safe(r.engine), safe(r.source, "dim")]
+    def _cells(r: ResidentRow, now: float) -> tuple[Cell, ...]:
+        return (cell(r.model, "bold"), (size(r.size_bytes), ""), _vram(r), _ctx(r),
+                (countdown(r.expires_at, now), ""), (str(r.loads), ""),
+                (str(r.evictions), "bold red" if r.evictions else ""), (secs(r.last_load_s), ""),
+                (ago(r.loaded_since, now) if r.loaded_since else "—", ""),
+                ("—" if r.parallel is None else str(r.parallel), ""), cell(r.engine), cell(r.source, "dim"))
 
 
 def since_process_start(rows: Sequence[ResidentRow], started: Mapping[str, float]) -> list[ResidentRow]:

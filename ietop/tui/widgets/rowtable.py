@@ -27,12 +27,14 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from ietop.tui.format import elide
+
 Cell = tuple[str, str]
 """A cell: its text (inert already) and a Rich style definition ("" for none)."""
 GAP = 2
+"""Blank cells between two columns (DataTable pads each cell by one on either side)."""
 FLEX_MIN = 16
 """The narrowest a flexible column gets: below it a model name stops being recognisable."""
-"""Blank cells between two columns (DataTable pads each cell by one on either side)."""
 
 
 class RowTable(ScrollView, can_focus=True):
@@ -67,17 +69,34 @@ class RowTable(ScrollView, can_focus=True):
             self.table = table
             self.column = column
 
+    class ColumnsFitted(Message):
+        """The columns shown changed (the panel was resized, or a column was hidden or shown)."""
+
+        def __init__(self, table: RowTable) -> None:
+            super().__init__()
+            self.table = table
+
     def __init__(self, columns: Sequence[str], *, right: Sequence[str] = (), caps: Mapping[str, int] | None = None,
-                 flex: str | None = None, **kwargs: Any) -> None:
+                 flex: str | None = None, drop_order: Sequence[str] = (), **kwargs: Any) -> None:
         """`right`: the columns whose cells are right-aligned (numbers). `caps`: the widest a text column may
         grow. `flex`: a text column that gives up width, down to FLEX_MIN, when the table is wider than its
         panel. A longer cell ends in "…": a 5,000-character model name from a log must not push every other
-        column off the screen."""
+        column off the screen. `drop_order`: the columns that leave, first one first, when the table is still
+        wider than its panel: a column is shown whole or not at all, so no number is ever cut ("TT", "1." at
+        80 columns was the alternative). The others always stay (the panel scrolls sideways if even they do
+        not fit)."""
         super().__init__(**kwargs)
         self.columns = tuple(columns)
         self._right = frozenset(right)
         self._caps = tuple((caps or {}).get(c) for c in self.columns)
         self._flex = self.columns.index(flex) if flex is not None else None
+        self._drop_order = tuple(self.columns.index(c) for c in drop_order)
+        self.chosen_hidden: frozenset[str] = frozenset()
+        """Columns the user hid (`c`): never shown, whatever the room."""
+        self.kept: str | None = None
+        """A column that must stay whatever its place in `drop_order` (the sort column)."""
+        self.hidden: tuple[str, ...] = ()
+        """The columns not shown now, by choice or for want of room."""
         self._natural: tuple[int, ...] = ()
         self.rows: list[tuple[Cell, ...]] = []
         self.cursor_row = 0
@@ -122,15 +141,63 @@ class RowTable(ScrollView, can_focus=True):
         self.refresh()
 
     def _fit(self) -> None:
-        """The widths for the panel's width: the flexible column narrowed by what the table overflows."""
+        """The widths for the panel's width: the flexible column narrowed by what the table overflows, then
+        whole columns dropped in `drop_order` until the rest fits. A hidden column has width 0."""
         widths = list(self._natural or (cell_len(text) for text, _style in self._header))
+        for i, name in enumerate(self.columns):
+            if name in self.chosen_hidden:
+                widths[i] = 0
         room = self.scrollable_content_region.width
-        over = sum(widths) + GAP * len(widths) - room
-        if self._flex is not None and room > 0 and over > 0:
+        # The vertical scrollbar comes and goes with the row count, after this: count it now, or the last
+        # column is cut by it until the next resize ("tota" at 80 columns).
+        needs_bar = len(self.rows) + 1 > self.scrollable_content_region.height
+        if needs_bar != self.show_vertical_scrollbar and self.styles.overflow_y == "auto":
+            room += -self.styles.scrollbar_size_vertical if needs_bar else self.styles.scrollbar_size_vertical
+
+        def over() -> int:
+            return sum(w + GAP for w in widths if w) - room
+
+        if self._flex is not None and room > 0 and over() > 0 and widths[self._flex]:
             i = self._flex
-            widths[i] = max(min(widths[i], max(FLEX_MIN, cell_len(self._header[i][0]))), widths[i] - over)
+            widths[i] = max(min(widths[i], max(FLEX_MIN, cell_len(self._header[i][0]))), widths[i] - over())
+        kept = self.columns.index(self.kept) if self.kept in self.columns else None
+        natural = list(widths)
+        dropped = []
+        for i in self._drop_order:
+            if room <= 0 or over() <= 0:
+                break
+            if i != kept and widths[i]:
+                widths[i] = 0
+                dropped.append(i)
+        for i in reversed(dropped[:-1]):  # a narrower, later column may fit where a wide one did not
+            if over() + natural[i] + GAP <= 0:
+                widths[i] = natural[i]
+        hidden = tuple(name for name, w in zip(self.columns, widths, strict=True) if not w)
         self._widths = tuple(widths)
-        self.virtual_size = Size(sum(widths) + GAP * len(widths), len(self.rows) + 1)
+        self.virtual_size = Size(max(0, over() + room), len(self.rows) + 1)
+        if hidden != self.hidden:
+            self.hidden = hidden
+            self.post_message(self.ColumnsFitted(self))
+
+    def column_spans(self) -> list[tuple[int, str, int, int]]:
+        """(index, name, x, width) of each column shown, x in the table's own (unscrolled) cells."""
+        spans, x = [], GAP // 2
+        for i, (name, w) in enumerate(zip(self.columns, self._widths, strict=True)):
+            if w:
+                spans.append((i, name, x, w))
+                x += w + GAP
+        return spans
+
+    def hide_columns(self, names: Sequence[str]) -> None:
+        """The user's choice of columns to hide (the others come back as room allows)."""
+        self.chosen_hidden = frozenset(n for n in names if n in self.columns)
+        self._fit()
+        self.refresh()
+
+    def keep_column(self, name: str | None) -> None:
+        self.kept = name
+        self._fit()
+        self.refresh()
 
     def on_resize(self) -> None:
         self._fit()
@@ -195,10 +262,12 @@ class RowTable(ScrollView, can_focus=True):
         segments = [Segment(" " * (GAP // 2), line_style)]
         right = self._right
         for name, (text, spec), w in zip(self.columns, cells, self._widths, strict=True):
+            if not w:
+                continue
             if name in right:
                 padded = " " * (w - cell_len(text)) + text
             elif len(text) > w and cell_len(text) > w:
-                padded = set_cell_size(text, w - 1) + "…"  # only a capped column holds a longer text
+                padded = set_cell_size(elide(text, w), w)  # only a capped or flexible column holds a longer text
             else:
                 padded = text + " " * (w - len(text)) if text.isascii() else set_cell_size(text, w)
             style = line_style + self._style(spec) if spec else line_style
@@ -228,6 +297,8 @@ class RowTable(ScrollView, can_focus=True):
         if offset.y == 0:
             x = offset.x + int(self.scroll_x) - GAP // 2
             for name, w in zip(self.columns, self._widths, strict=True):
+                if not w:
+                    continue
                 if x < w + GAP:
                     self.post_message(self.HeaderClicked(self, name))
                     return

@@ -38,14 +38,16 @@ _MODEL_LOADING_RE = re.compile(rf"Model loading took {_NUM} GiB(?: memory)? and 
 _PROFILE_TIME_RE = re.compile(rf"Memory profiling takes {_NUM} seconds")
 _BUDGET_RE = re.compile(rf"total_gpu_memory \({_NUM} ?GiB\) x gpu_memory_utilization \({_NUM}\) = {_NUM} ?GiB")
 _PROFILE_SPLIT_RE = re.compile(rf"model weights take {_NUM} ?GiB;.{{0,400}}?reserved for KV Cache is {_NUM} ?GiB")
-_PROFILE_RESULTS_RE = re.compile(rf"Memory profiling results: .*?\bkv_cache_size={_NUM} ?GiB")
+_PROFILE_RESULTS_RE = re.compile(rf"Memory profiling results: .{{0,2000}}?\bkv_cache_size={_NUM} ?GiB")
 _AVAILABLE_RE = re.compile(rf"Available KV cache memory: {_NUM} GiB")
 _CHECKPOINT_RE = re.compile(rf"Checkpoint size: {_NUM} GiB")
 _CPU_KV_RE = re.compile(rf"Explicitly set \({_NUM}/{_NUM}\) GiB for KV cache")
 _BLOCKS_RE = re.compile(r"# (\w+) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
 _KV_SIZE_RE = re.compile(r"KV cache size: ([\d,]+) tokens")
 _CONCURRENCY_RE = re.compile(rf"Maximum concurrency for ([\d,]+) tokens per request: {_NUM}x")
-_INIT_ENGINE_RE = re.compile(rf"init engine \(.*?\) took {_NUM} ?(seconds|s)\b")
+# Bounded: with `.*?` every "init engine (" scanned to the end of the line for a ") took N", so a line of a
+# thousand glued records without a readable number took 73 s (bench/fuzz_campaign.py, a 1 MiB line).
+_INIT_ENGINE_RE = re.compile(rf"init engine \([^()]{{0,200}}\) took {_NUM} ?(seconds|s)\b")
 _NUM_BLOCKS_RE = re.compile(r"num_gpu_blocks is: (\d+)")
 _OVERRIDE_RE = re.compile(r"Overriding num_gpu_blocks=\d+ with num_gpu_blocks_override=(\d+)")
 _COMPILE_RE = re.compile(rf"torch\.compile takes {_NUM} s in total")

@@ -3,6 +3,8 @@ DEBUG records took 16 s, 1,500 stats records overflowed the stack). Read as the 
 
 from __future__ import annotations
 
+import time
+
 from parsers.events import EngineStats
 from parsers.vllm.log import VllmParser
 
@@ -47,3 +49,25 @@ def test_a_megabyte_of_progress_bars_joined_by_carriage_returns() -> None:
 
     assert noise_kind(line) is None
     assert noise_kind("Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01,  1.2s/it]") == "noise"
+
+
+def _seconds(line: str) -> float:
+    t0 = time.perf_counter()
+    VllmParser(year=2025).parse(1, line)
+    return time.perf_counter() - t0
+
+
+def test_init_engine_records_without_a_number_are_read_in_linear_time() -> None:
+    """Found by bench/fuzz_campaign.py (run 5): `init engine \\(.*?\\) took N` scanned from every "init engine ("
+    to the end of the line when no number followed, so a 1.1 MB line of them (digits mutated to `1_000`) took
+    73 s. A ratio against the same line a quarter as long, measured here (a deadline would fail on a busy
+    machine): a linear reader takes ~4x, the quadratic one ~16x."""
+    record = ("INFO 1_0001_0001_000 1_000:1_000:1_000 core.py:1_000] init engine (profile, create kv cache, "
+              "warmup model) took 1_000 seconds")
+    small, large = record * 500, record * 2000
+    best = [min(_seconds(line) for _ in range(3)) for line in (small, large)]
+    assert best[1] < max(0.05, 8 * best[0]), best
+    # The record as vLLM writes it still gives its figure.
+    real = VllmParser(year=2025).parse(1, "INFO 11-29 15:51:49 [core.py:210] init engine (profile, create kv "
+                                           "cache, warmup model) took 2.20 seconds")
+    assert [(getattr(e, "key", None), getattr(e, "value", None)) for e in real][:1] == [("init_engine_s", 2.2)]

@@ -8,7 +8,6 @@ before it can make the benchmark measure something unrealistic.
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import json
 import os
 import re
@@ -16,25 +15,16 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.bench_support import load_bench
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench"
 
 
-def _load(name: str) -> ModuleType:
-    # bench/ is a folder of scripts, not a package: load the generator by path
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-gen = _load("gen_ollama_log")
+gen = load_bench("gen_ollama_log")
 
 # --- envelopes (formats §2.1) -------------------------------------------------------------
 JOURNALD = re.compile(

@@ -23,21 +23,7 @@ from ietop.model.snapshot import Snapshot
 from ietop.pipeline.feeds import FAILED_DETAIL_MAX, Batch, CommandFeed, ProxyFeed
 from ietop.pipeline.setup import new_store
 from ietop.sources.procs import CommandLines, docker_argv, journal_argv
-
-NO_DAEMON = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
-NO_CONTAINER = "Error response from daemon: No such container: ollama"
-JOURNAL_REFUSED = "Failed to add filter for units: Invalid argument"
-
-
-def fake_command(folder: Path, name: str, stderr: str, code: int, stdout: str = "") -> None:
-    """An executable `name` in `folder` that writes `stdout`, then `stderr` to stderr, and exits with `code`."""
-    script = folder / name
-    body = "#!/bin/sh\n"
-    if stdout:
-        body += f"printf '%s\\n' '{stdout}'\n"
-    body += f"printf '%s\\n' '{stderr}' >&2\nexit {code}\n"
-    script.write_text(body)
-    script.chmod(0o755)
+from tests.command_support import JOURNAL_REFUSED, NO_CONTAINER, NO_DAEMON, fake_command
 
 
 def _drain(feed: CommandFeed) -> list[Batch]:

@@ -18,15 +18,14 @@ run; the whole module takes ~25 s.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tests.bench_support import load_script
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "proxy_abuse.py"
 MB = 1 << 20
@@ -34,16 +33,7 @@ MB = 1 << 20
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="reads the proxy's /proc entries")
 
 
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("proxy_abuse", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["proxy_abuse"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-abuse = _bench()
+abuse = load_script(BENCH, "proxy_abuse")
 SCALE = abuse.SMALL
 SLACK_FDS = 4
 """Beyond what a scenario holds: the normal request's two connections, one being closed, one spare."""

@@ -11,27 +11,16 @@ or leaves only in the copy, is logrotate's loss, not the tailer's).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.bench_support import load_bench
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
-def _load(name: str) -> ModuleType:
-    # bench/ is a folder of scripts, not a package: load the harness by path
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-torture = _load("tail_torture")
+torture = load_bench("tail_torture")
 
 # (scenario, lines, rotations or truncations)
 CASES = [

@@ -11,7 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from textual.pilot import Pilot
 
+from ietop.model.snapshot import Snapshot
 from ietop.pipeline.discover import Plan
 from ietop.pipeline.setup import live_feeds, new_store
 from ietop.tui.app import IetopApp, Setup
@@ -19,7 +21,7 @@ from ietop.tui.screens.detail import DetailScreen
 from ietop.tui.widgets.engines import header_text, requests_note
 from ietop.tui.widgets.events import EventsTable
 from ietop.tui.widgets.requests import RequestsTable
-from tests.pipeline.test_command_failures import NO_DAEMON, fake_command
+from tests.command_support import NO_DAEMON, fake_command
 from tests.tui.support import until
 
 HOSTILE = "\x1b]0;owned\x07Cannot connect [bold red]to[/] the \u202eDocker daemon\x1b[2J"
@@ -30,6 +32,15 @@ def _app(plan: Plan) -> IetopApp:
     store, view, evidence = new_store()
     feeds = live_feeds(store, evidence, plan, lambda: None)  # type: ignore[arg-type,return-value]
     return IetopApp(store, view, evidence, Setup(feeds=feeds, endpoints=plan.endpoints, hardware=False))
+
+
+async def _until_failed(pilot: Pilot[None], app: IetopApp) -> Snapshot:
+    """Wait for the feed to report its source failed; the screen then shows it."""
+    await until(pilot, lambda: any(s.failed for s in app.store.sources))
+    app.refresh_view()
+    await pilot.pause()
+    assert app.snap is not None
+    return app.snap
 
 
 def _panel_text(table: RequestsTable) -> str:
@@ -43,11 +54,7 @@ async def test_docker_without_daemon_stays_failed_in_header_and_events(tmp_path:
     monkeypatch.setenv("PATH", str(tmp_path))
     app = _app(Plan(dockers=[("ollama", "ollama")]))
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: any(s.failed for s in app.store.sources))
-        app.refresh_view()
-        await pilot.pause()
-        snap = app.snap
-        assert snap is not None
+        snap = await _until_failed(pilot, app)
         header = header_text(snap)
         assert header.plain == "docker:ollama failed (exit 1)"
         failed_at = header.plain.index("docker:ollama failed")
@@ -74,10 +81,7 @@ async def test_a_hostile_stderr_line_is_shown_inert(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("PATH", str(tmp_path))
     app = _app(Plan(dockers=[("ollama", "[bold]x")]))
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: any(s.failed for s in app.store.sources))
-        app.refresh_view()
-        await pilot.pause()
-        assert app.snap is not None
+        await _until_failed(pilot, app)
         assert header_text(app.snap).plain == "docker:[bold]x failed (exit 1)"  # literal, not markup
         what = app.query_one(EventsTable).cell_text(0, 3)
         assert "[bold red]to[/]" in what  # shown as written, never parsed as markup
@@ -88,10 +92,7 @@ async def test_no_docker_binary_in_the_header(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("PATH", str(tmp_path))
     app = _app(Plan(dockers=[("ollama", "ollama")]))
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: any(s.failed for s in app.store.sources))
-        app.refresh_view()
-        await pilot.pause()
-        assert app.snap is not None
+        await _until_failed(pilot, app)
         assert header_text(app.snap).plain == "docker:ollama failed (docker not found)"
         assert app.query_one(EventsTable).cell_text(0, 3) == (
             "source_failed: docker:ollama failed (docker not found)")

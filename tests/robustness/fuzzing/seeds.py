@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
 import io
 import json
-import sys
 import tempfile
-import types
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+
+from tests.bench_support import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "fixtures"
@@ -64,22 +63,13 @@ def fixture_logs() -> list[Path]:
     return sorted(found) + ([demo] if demo.exists() else [])
 
 
-def _load_module(path: Path) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(f"_fuzz_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there while the module runs
-    spec.loader.exec_module(module)
-    return module
-
-
 def _synthetic_seeds() -> list[Seed]:
     """SYNTHETIC seeds from the benchmark generators (deterministic per seed): no real fixture has llama-server
     timing lines (`eval time = … ms / N tokens`), which feed the per-request facts the model divides by."""
     seeds: list[Seed] = []
     with tempfile.TemporaryDirectory(prefix="ietop-fuzz-gen-") as tmp:
         out = Path(tmp) / "gen.log"
-        gen = _load_module(ROOT / "bench" / "gen_ollama_log.py")
+        gen = load_script(ROOT / "bench" / "gen_ollama_log.py", "_fuzz_gen_ollama_log")
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             gen.generate(str(out), 256 << 10, 7, "mixed")
         seeds.append(Seed("SYNTHETIC gen_ollama_log --profile mixed --size 256K --seed 7", "ollama",
@@ -92,7 +82,7 @@ def _synthetic_seeds() -> list[Seed]:
                      if not (line.startswith(b"[GIN]") and (b"| GET " in line or b"| HEAD " in line)))
         seeds.append(Seed("SYNTHETIC gen_ollama_log --profile busy --size 256K --seed 7, probes dropped",
                           "ollama", busy))
-        gen_v = _load_module(ROOT / "bench" / "gen_vllm_log.py")
+        gen_v = load_script(ROOT / "bench" / "gen_vllm_log.py", "_fuzz_gen_vllm_log")
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             gen_v.generate(str(out), 48 << 10, 7)
         seeds.append(Seed("SYNTHETIC gen_vllm_log --size 48K --seed 7", "vllm", _lines(out.read_bytes())))

@@ -43,7 +43,7 @@ from ietop.tui.widgets.events import EventsTable
 from ietop.tui.widgets.hints import HintsTable
 from ietop.tui.widgets.latency import LatencyPanel
 from ietop.tui.widgets.memory import MemoryPanel
-from ietop.tui.widgets.requests import SORT_CYCLE, RequestsTable
+from ietop.tui.widgets.requests import RequestsTable
 from ietop.tui.widgets.residency import ResidencyTable
 from ietop.tui.widgets.rowtable import RowTable
 
@@ -385,53 +385,6 @@ class IetopApp(PanelControls, ReplayControls):
         else:
             self.paused = not self.paused
         self.refresh_view()
-
-    def action_events(self) -> None:
-        """The Events panel. On a small terminal it shares its place with Requests: `e` swaps the two."""
-        main = self.screen_stack[0]
-        if main.has_class("-compact"):
-            show = not main.has_class("-events")
-            main.set_class(show, "-events")
-            (self.query_one(EventsTable) if show else self.query_one(RequestsTable)).focus()
-        else:
-            self.query_one(EventsTable).focus()
-
-    def _requests_on_screen(self) -> None:
-        """Before a key that acts on Requests (filter, sort): on a small terminal, show them."""
-        self.screen_stack[0].remove_class("-events")
-
-    def action_filter(self) -> None:
-        self._requests_on_screen()
-        box = self.query_one("#filter", Input)
-        box.display = True
-        box.focus()
-
-    def action_clear_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        table = self.query_one(RequestsTable)
-        box.value, box.display, table.filter_text = "", False, ""
-        if self.snap is not None:
-            table.show(self.snap, force=True)
-        table.focus()
-
-    def action_sort(self, step: int = 1) -> None:
-        """`s` the next column, `S` the one before (so `total`, the last, is one key from `time`), `r` the same
-        column reversed (step 0). The heading shows the column and direction (▼/▲)."""
-        self._requests_on_screen()
-        table = self.query_one(RequestsTable)
-        at = SORT_CYCLE.index(table.sort_column) if table.sort_column in SORT_CYCLE else 0
-        table.sort_by(SORT_CYCLE[(at + step) % len(SORT_CYCLE)])
-        if self.snap is not None:
-            table.show(self.snap, force=True)
-
-    @on(Input.Submitted, "#filter")
-    def _apply_filter(self, event: Input.Submitted) -> None:
-        table = self.query_one(RequestsTable)
-        table.filter_text = event.value.strip()
-        event.input.display = False
-        if self.snap is not None:
-            table.show(self.snap, force=True)
-        table.focus()
 
     @on(OptionList.OptionSelected, "#hints")
     @on(RowTable.Selected)

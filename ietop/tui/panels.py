@@ -1,5 +1,6 @@
-"""What the dashboard's keys do to its panels' layout: which columns show (`c`), what a narrow panel hid (its
-subtitle), and the screen as plain text (`ctrl+s`), for a bug report or a chat where an SVG will not do."""
+"""What the dashboard's keys do to its panels: which columns show (`c`), the filter (`/`) and sort (`s`, `S`, `r`)
+of Requests, Events in a small terminal (`e`); what a narrow panel hid (its subtitle); and the screen as plain
+text (`ctrl+s`), for a bug report or a chat where an SVG will not do."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ import time
 from typing import Any
 
 from rich.console import Console
+from textual import on
 from textual.app import App
 from textual.css.query import NoMatches
+from textual.widgets import Input
 
+from ietop.model.snapshot import Snapshot
 from ietop.tui.format import clean
 from ietop.tui.screens.columns import ColumnsScreen
 from ietop.tui.widgets.events import EventsTable
-from ietop.tui.widgets.requests import RequestsTable
+from ietop.tui.widgets.requests import SORT_CYCLE, RequestsTable
 from ietop.tui.widgets.rowtable import RowTable
 
 ALWAYS = {"Requests": ("time", "model", "status"), "Events": ("time", "kind", "what"), "Residency": ("model",)}
@@ -49,7 +53,9 @@ def subtitle(table: RowTable, compact: bool) -> str | None:
 
 
 class PanelControls(App[None]):
-    """The app's panel keys (mixed into IetopApp)."""
+    """The app's panel keys (mixed into IetopApp): columns, the text dump, Events, the filter and the sort."""
+
+    snap: Snapshot | None
 
     def _compact(self) -> bool:
         return self.screen_stack[0].has_class("-compact")
@@ -89,3 +95,51 @@ class PanelControls(App[None]):
                         markup=False)
             return
         self.notify(clean(f"screen saved as text: {path}"), timeout=6, markup=False)
+
+    # -- Requests: filter and sort -------------------------------------------------------------
+    def action_events(self) -> None:
+        """The Events panel. On a small terminal it shares its place with Requests: `e` swaps the two."""
+        main = self.screen_stack[0]
+        if main.has_class("-compact"):
+            show = not main.has_class("-events")
+            main.set_class(show, "-events")
+            (self.query_one(EventsTable) if show else self.query_one(RequestsTable)).focus()
+        else:
+            self.query_one(EventsTable).focus()
+
+    def _requests_on_screen(self) -> None:
+        """Before a key that acts on Requests (filter, sort): on a small terminal, show them."""
+        self.screen_stack[0].remove_class("-events")
+
+    def action_filter(self) -> None:
+        self._requests_on_screen()
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        table = self.query_one(RequestsTable)
+        box.value, box.display, table.filter_text = "", False, ""
+        if self.snap is not None:
+            table.show(self.snap, force=True)
+        table.focus()
+
+    def action_sort(self, step: int = 1) -> None:
+        """`s` the next column, `S` the one before (so `total`, the last, is one key from `time`), `r` the same
+        column reversed (step 0). The heading shows the column and direction (▼/▲)."""
+        self._requests_on_screen()
+        table = self.query_one(RequestsTable)
+        at = SORT_CYCLE.index(table.sort_column) if table.sort_column in SORT_CYCLE else 0
+        table.sort_by(SORT_CYCLE[(at + step) % len(SORT_CYCLE)])
+        if self.snap is not None:
+            table.show(self.snap, force=True)
+
+    @on(Input.Submitted, "#filter")
+    def _apply_filter(self, event: Input.Submitted) -> None:
+        table = self.query_one(RequestsTable)
+        table.filter_text = event.value.strip()
+        event.input.display = False
+        if self.snap is not None:
+            table.show(self.snap, force=True)
+        table.focus()

@@ -24,12 +24,12 @@ def _notes(path: str, later_s: float) -> list[str]:
 
 def test_a_note_about_some_rows_names_them() -> None:
     assert _notes(str(GIN_ONLY), 86_400) == [
-        "TTFT, ITL: no timings in these sources: see ? help",
+        "TTFT, ITL: no timings in these sources (see ?)",
         "E2E: none finished in this window; older ones are in Requests",
     ]
 
 
 def test_a_note_about_every_row_names_none() -> None:
-    assert _notes(str(GIN_ONLY), 0) == ["TTFT, ITL: no timings in these sources: see ? help"]
+    assert _notes(str(GIN_ONLY), 0) == ["TTFT, ITL: no timings in these sources (see ?)"]
     assert _notes(str(INCIDENT), 86_400) == ["none finished in this window; older ones are in Requests"]
     assert _notes(str(INCIDENT), 0) == []

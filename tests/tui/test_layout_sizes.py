@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ietop.tui.panels import screen_text
 from ietop.tui.run import replay_app
 from ietop.tui.widgets.events import EventsTable
 from ietop.tui.widgets.hints import HintsTable
@@ -14,7 +15,7 @@ from ietop.tui.widgets.requests import DROP_ORDER, RequestsTable
 from ietop.tui.widgets.residency import ResidencyTable
 from ietop.tui.widgets.rowtable import RowTable
 from tests.tui.cuts import cut, hint_cuts, table_cuts
-from tests.tui.support import INCIDENT, SCREENS, moment
+from tests.tui.support import INCIDENT, ROOT, SCREENS, moment, replay_to_end
 
 SIZES = ((80, 24), (120, 40), (200, 50))
 
@@ -117,3 +118,18 @@ async def test_residency_and_events_keep_their_names_at_80_columns() -> None:
         await pilot.pause()
         events = app.query_one(EventsTable)
         assert events.display and "what" not in events.hidden and table_cuts(events) == []
+
+
+async def test_a_long_header_stays_one_line_and_panels_keep_their_borders() -> None:
+    """fixtures/ollama/012-…: at 80x24 the header (a long log name, then the replay state) wrapped to a second
+    line, and Requests was drawn over the Latency panel's bottom border."""
+    log = ROOT / "fixtures" / "ollama" / "012-v032-vulkan-evict-idle-runner-debug.log"
+    app = replay_app([str(log)], 0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await replay_to_end(pilot)
+        lines = screen_text(app).splitlines()
+        assert lines[0].lstrip().startswith("replay finished") and lines[0].rstrip().endswith("…")
+        assert lines[1].startswith("╭─ Residency")
+        requests_top = next(i for i, line in enumerate(lines) if line.startswith("╭─ Requests"))
+        assert lines[requests_top - 1].startswith("╰"), lines[requests_top - 1]  # Latency's bottom border
+        assert "no timings in these sources (see ?)" in "\n".join(lines)

@@ -25,7 +25,9 @@ _STATE_STYLE = {"up": "bold green", "down": "bold red", "dead": "bold red", "log
 class EnginesBar(Static):
     """One segment per engine endpoint (or per log when nothing is polled)."""
 
-    DEFAULT_CSS = "EnginesBar { height: auto; max-height: 3; padding: 0 1; }"
+    # One line whatever the width: a second one pushed every panel down a row and, at 80x24, Requests over
+    # the Latency panel's border. The replay state comes first, so what the ellipsis takes is a log's name.
+    DEFAULT_CSS = "EnginesBar { height: 1; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }"
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__("", **kwargs)  # type: ignore[arg-type]
@@ -40,8 +42,7 @@ class EnginesBar(Static):
         self.status = status
         text = header_text(snap, discovered, started)
         if status:
-            text.append("   ")
-            text.append(status, style="reverse")
+            text = Text(status, style="reverse") + Text("  ") + text
         if (text.plain, text.spans) != self._shown:
             self._shown = (text.plain, text.spans)
             self.update(text)

@@ -15,7 +15,7 @@ from ietop.tui.format import secs, sparkline
 _SOURCE_NOTE = {
     "requests": "",
     "metrics": "from vLLM /metrics histograms",
-    "none": "no timings in these sources: see ? help",
+    "none": "no timings in these sources (see ?)",
     "earlier": "none finished in this window; older ones are in Requests",
 }
 

@@ -165,11 +165,13 @@ def _vllm_batches(parser: VllmParser, src: int, lines: pl.Series, base: int, tab
     opened: list[Keyed] = []
     opened_rows: list[int] = []
     seg_ts: list[float | None] = []
+    seg_wall: list[datetime | None] = []
 
     def settle(seg: int) -> None:
         """Before segment `seg`'s probes: the time they take, and its first probe parsed if it would act."""
         ts = parser.last_ts
         seg_ts.append(epoch(ts) if ts is not None else None)
+        seg_wall.append(ts)
         row = first_row.get(seg)
         if row is not None and parser.access_acts():
             events = _parse(parser, base + row + 1, cast(str, lines[row]), ring) or []
@@ -184,15 +186,19 @@ def _vllm_batches(parser: VllmParser, src: int, lines: pl.Series, base: int, tab
     settle(len(split.rows))
     if opened_rows:
         probes = probes.filter(~pl.col("row").is_in(opened_rows))
-    yield from in_file_order(parsed, opened, _vllm_counts(probes, seg_ts, base, src, table))
+    yield from in_file_order(parsed, opened, _vllm_counts(probes, seg_ts, seg_wall, base, src, table))
 
 
-def _vllm_counts(probes: pl.DataFrame, seg_ts: list[float | None], base: int, src: int,
-                 table: ProbeTable) -> list[Keyed]:
+def _vllm_counts(probes: pl.DataFrame, seg_ts: list[float | None], seg_wall: list[datetime | None], base: int,
+                 src: int, table: ProbeTable) -> list[Keyed]:
+    """An AccessCount after each segment with probes, at the time its probes take (the last record's, as the
+    per-line reader gives each access line): a count without a time did not move the file's clock, so a
+    later line whose clock went back was merged before another file's events that the per-line reader put
+    first (found by the fuzz campaign, run 5)."""
     if not len(probes):
         return []
     times = pl.Series("t", seg_ts, dtype=pl.Float64)
     probe = probes.with_columns(t=times.gather(probes["seg"]), run=pl.lit(0), latency=pl.lit(None, pl.Float64))
     tabulate(table, src, probe, [None])
     per_seg = probe.group_by("seg").agg(pl.len().alias("n"), pl.col("row").max()).sort("seg")
-    return [(seg + 0.5, 1, [AccessCount(base + row + 1, None, n)]) for seg, n, row in per_seg.iter_rows()]
+    return [(seg + 0.5, 1, [AccessCount(base + row + 1, seg_wall[seg], n)]) for seg, n, row in per_seg.iter_rows()]

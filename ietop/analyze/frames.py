@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 TABLES = (("requests", "request"), ("loads", "load"), ("unloads", "unload"),
           ("truncations", "truncation"), ("errors", "error"), ("hints", "hint"))
 PROBES_TABLE = "probes"
+MODELS_TABLE = "models"
+"""Per engine and model (the JSON's `models`): one row each, built in memory (one row per model). Its two lists
+(`evicted_for`, `evicted_by_this`: model and count) stay lists of structs in Parquet; CSV has no nesting, so
+there each is its JSON text (`[{"model":"qwen3:8b","count":1}]`: a model name can hold any separator)."""
 PROMPTS = ("prompts", "prompt")
 """Written only with --include-prompts (prompt text is private): the JSON's `prompts`, source flattened."""
 
@@ -135,6 +139,9 @@ def _flatten(frame: pl.LazyFrame) -> pl.LazyFrame:
         if isinstance(dtype, pl.Struct):
             for field in dtype.fields:
                 cols.append(pl.col(name).struct.field(field.name).alias(f"{name}_{field.name}"))
+        elif isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct):
+            # A list of records (a request's `breakdown.chain`): each as its JSON object, joined by ";".
+            cols.append(pl.col(name).list.eval(pl.element().struct.json_encode()).list.join(";").alias(name))
         elif isinstance(dtype, pl.List):
             cols.append(pl.col(name).cast(pl.List(pl.Utf8)).list.join(";").alias(name))
         else:
@@ -156,6 +163,27 @@ def probes_frame(an: Analysis) -> pl.DataFrame:
                         "first": text, "last": text,
                         "latency_s": pl.Struct({"mean": real, "max": real, "count": whole})})
     return pl.DataFrame(an.probes.as_list(an.source_paths), schema=schema)
+
+
+def models_frame(an: Analysis, fmt: str) -> pl.DataFrame:
+    """The `models` rows with a fixed schema (an empty table still has its columns)."""
+    import json
+
+    import polars as pl
+
+    from ietop.model.per_model import COLUMNS
+
+    text, whole, real = pl.String(), pl.Int64(), pl.Float64()
+    pairs = pl.List(pl.Struct({"model": text, "count": whole}))
+    counts = {"requests", "cold_loads", "loads", "loads_failed", "evictions_suffered", "evictions_caused",
+              "truncations"}
+    lists = ("evicted_for", "evicted_by_this")
+    schema = pl.Schema({c: text if c in ("engine", "model") else whole if c in counts
+                        else (text if fmt == "csv" else pairs) if c in lists else real for c in COLUMNS})
+    rows = an.models()
+    if fmt == "csv":
+        rows = [{**r, **{c: json.dumps(r[c], ensure_ascii=False) for c in lists}} for r in rows]
+    return pl.DataFrame(rows, schema=schema)
 
 
 def _inert(frame: pl.LazyFrame) -> pl.LazyFrame:
@@ -182,8 +210,8 @@ def _write(frame: pl.LazyFrame, path: str, fmt: str) -> None:
 
 
 def write_tables(an: Analysis, directory: str, fmt: str) -> list[str]:
-    """Write each entity table (`prompts` too with --include-prompts), then `probes`, to `directory` as csv or
-    parquet; returns the written paths."""
+    """Write each entity table (`prompts` too with --include-prompts), then `probes` and `models`, to `directory`
+    as csv or parquet; returns the written paths."""
     import polars as pl
 
     os.makedirs(directory, exist_ok=True)
@@ -201,5 +229,8 @@ def write_tables(an: Analysis, directory: str, fmt: str) -> list[str]:
         written.append(path)
     path = os.path.join(directory, f"{PROBES_TABLE}.{fmt}")
     _write(_flatten(probes_frame(an).lazy()), path, fmt)
+    written.append(path)
+    path = os.path.join(directory, f"{MODELS_TABLE}.{fmt}")
+    _write(models_frame(an, fmt).lazy(), path, fmt)
     written.append(path)
     return written

@@ -19,6 +19,8 @@ from typing import IO, Any
 from ietop.analyze.spool import Spool, json_dumps
 from ietop.model.counters import Histograms, Window, since_start
 from ietop.model.hints import HintContext, HintEngine
+from ietop.model.names import resolve
+from ietop.model.per_model import ModelRow, PerModel, stated
 from ietop.model.probes import ProbeTable
 from ietop.model.records import Ref, Request, iso
 from ietop.model.store import SourcePaths, Store
@@ -76,10 +78,13 @@ class Digest:
 
     first_folded: str | None = None
     last_folded: str | None = None
+    folded_times: list[str] = field(default_factory=list)
+    """Every folded probe row's first and last time, as stated (the per-model window)."""
 
     def fold(self, probes: ProbeTable) -> None:
         """Count probes that never became records (the columnar reader's)."""
         self.statuses.update(probes.statuses())
+        self.folded_times = [t for row in probes.rows.values() for t in (row.first, row.last) if t is not None]
         for row in probes.rows.values():
             if row.first is not None and row.first_t < self.first_t:
                 self.first_t, self.first_folded = row.first_t, row.first
@@ -121,7 +126,9 @@ class Analysis:
         self.spool = Spool(self.source_paths)
         self.digest = Digest()
         self.hint_engine = HintEngine()
+        self.per_model = PerModel()
         self.spool.hooks.append(self.digest)
+        self.spool.hooks.append(self.per_model)
         self.spool.hooks.append(self.hint_engine.observe)
         self.store.set_sink(self.spool)
         self.include_prompts = include_prompts
@@ -216,6 +223,22 @@ class Analysis:
         latest = self.store.metrics.latest(window.endpoint)
         return (since_start(latest), "since start") if latest is not None else (window.total.histograms, "")
 
+    def model_rows(self) -> list[ModelRow]:
+        """Per engine and model (`ietop.model.per_model`), models named as every output names them. Residency is
+        measured over the logs' whole span: every record's times, the health checks counted in `probes` too."""
+        span, d = self.per_model.span(), self.digest
+        window = span
+        # The folded probes' first and last times as stated (the records' own are in `span` already).
+        edges = [stated(datetime.fromisoformat(t)) for t in d.folded_times]
+        if edges:
+            window = (min(edges), max(edges)) if span is None else (min(span[0], *edges), max(span[1], *edges))
+        aliases = self.store.loads.aliases
+        return self.per_model.rows(lambda m: resolve(m, aliases), window)
+
+    def models(self) -> list[dict[str, Any]]:
+        """The `models` list of the JSON document (README, "The JSON report")."""
+        return [row.as_dict() for row in self.model_rows()]
+
     def write_json(self, out: IO[str]) -> None:
         """Write the whole `ietop.analyze/2` document to `out`.
 
@@ -251,7 +274,9 @@ class Analysis:
         write(dumps(self.store.counts))
         write(',"hints":[')
         self._write_lines(write, "hint")
-        write("]}\n")
+        write('],"models":')
+        write(dumps(self.models()))
+        write("}\n")
 
     def _write_lines(self, write: Callable[[str], None], kind: str) -> None:
         """The spooled records of `kind`, comma-separated, about `JSON_BATCH` records to a write."""

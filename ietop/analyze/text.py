@@ -20,6 +20,8 @@ from rich.text import Text
 
 from ietop.analyze.report import Analysis
 from ietop.model.durations import secs
+from ietop.model.names import resolve
+from ietop.model.per_model import ModelRow
 from parsers.text.inert import visible
 
 MAX_ROWS = 25
@@ -85,7 +87,9 @@ def _src(d: dict[str, Any]) -> Text:
 def _table(title: str, columns: list[str]) -> Table:
     table = Table(title=title, title_justify="left", expand=False, show_edge=False, header_style="bold")
     for col in columns:
-        wraps = col in ("detail", "message", "event", "hint")
+        # A model or path can be long (MLX names models by their directory): it folds onto a second line
+        # rather than squeezing the short columns (a status `2…`).
+        wraps = col in ("detail", "message", "event", "hint", "model", "path", "evicted for", "evicted")
         table.add_column(col, no_wrap=not wraps, overflow="fold" if wraps else "ellipsis",
                          min_width=min(len(col), 10))
     return table
@@ -98,14 +102,16 @@ def render(an: Analysis) -> RenderableType:
     parts: list[RenderableType] = [_summary(an), _hints(an)]
     slowest = sorted(an.digest.slowest, reverse=True)
     if slowest:
-        t = _table("Slowest inference requests", ["time", "st", "latency", "path", "prompt", "load", "line"])
+        t = _table("Slowest inference requests", ["time", "st", "latency", "model", "path", "prompt", "load", "line"])
         for _lat, _seq, req in slowest:
             r = req.as_dict(an.source_paths)
             prompt = r["prompt_tokens"]
             shown = None if prompt is None else f"{prompt} (cut)" if r["truncated"] else str(prompt)
-            t.add_row(_t((r["time"] or "")[11:19] or None), _t(r["status"]), _dur(r["latency_s"]), _t(r["path"]),
-                      _t(shown), _dur(r["load_s"] if r["cold_load"] else None), _src(r))
+            t.add_row(_t((r["time"] or "")[11:19] or None), _t(r["status"]), _dur(r["latency_s"]),
+                      _t(resolve(r["model"], an.spool.aliases)), _t(r["path"]), _t(shown),
+                      _dur(r["load_s"] if r["cold_load"] else None), _src(r))
         parts.append(t)
+    parts.append(_models(an.model_rows()))
     parts.append(_timeline(an))
     _maybe(parts, an, "truncation", "Truncations (prompt longer than the context)",
            ["time", "limit", "prompt", "keep", "new", "line"], ["time", "limit", "prompt", "keep", "new"])
@@ -166,6 +172,56 @@ def _hints(an: Analysis) -> RenderableType:
         t.add_row(_lit(hint.severity, style=_SEVERITY_STYLE.get(hint.severity, "")), _lit(hint.id),
                   _lit(f"{hint.detail}. Next: {hint.next}"), _src(first) if first else _t(None))
     return t
+
+
+def _pair(a: Text, b: Text) -> Text:
+    """`p50/p90` in one cell (one value when both are the same, or unknown)."""
+    return a if b.plain == a.plain else Text.assemble(a, "/", b)
+
+
+def _rate(value: float | None) -> Text:
+    return Text("—", style="dim") if value is None else Text(f"{value:.0f}" if value >= 10 else f"{value:.1f}")
+
+
+def _share(value: float | None) -> Text:
+    return Text("—", style="dim") if value is None else Text(f"{value:.0%}")
+
+
+def _who(pairs: tuple[tuple[str | None, int], ...]) -> str:
+    return ", ".join(f"{m or '?'}×{n}" if n > 1 else (m or "?") for m, n in pairs)
+
+
+def _models(rows: list[ModelRow]) -> RenderableType:
+    """Per engine and model (`--json` `models`), as two tables that fit 80 columns: what its requests took, then
+    what its loads cost. The engine prefixes the model only when the logs hold several."""
+    if not rows:
+        return Text("No inference requests or model loads to break down per model.", style="dim")
+    several = len({r.engine for r in rows}) > 1
+    shown = rows[:MAX_ROWS]
+
+    def name(row: ModelRow) -> Text:
+        return _lit(f"{row.engine}:{row.model or '?'}" if several else row.model or "?")
+
+    served = _table("Models: requests (p50/p90; decode and prefill tokens/s: median per request)",
+                    ["model", "req", "cold", "TTFT", "dec t/s", "pre t/s", "prompt", "output"])
+    for r in shown:
+        served.add_row(name(r), _t(r.requests), _share(r.cold_load_share),
+                       _pair(_dur(r.ttft_p50_s), _dur(r.ttft_p90_s)), _rate(r.decode_tps_p50),
+                       _rate(r.prefill_tps_p50), _pair(_t(r.prompt_tokens_p50), _t(r.prompt_tokens_p90)),
+                       _pair(_t(r.output_tokens_p50), _t(r.output_tokens_p90)))
+    held = _table("Models: loads, evictions, truncations, residency (share of the window)",
+                  ["model", "loads", "median", "evicted for", "evicted", "cut", "resident"])
+    for r in shown:
+        loads = Text(str(r.loads))
+        if r.loads_failed:
+            loads.append(f" +{r.loads_failed} failed", style="red")
+        held.add_row(name(r), loads, _dur(r.load_s_median),
+                     _lit(f"{r.evictions_suffered}" + (f": {_who(r.evicted_for)}" if r.evicted_for else "")),
+                     _lit(f"{r.evictions_caused}" + (f": {_who(r.evicted_by_this)}" if r.evicted_by_this else "")),
+                     _t(r.truncations), _share(r.resident_share))
+    if len(rows) > MAX_ROWS:
+        held.caption = f"{len(rows) - MAX_ROWS} more models in --json / --csv"
+    return Group(served, held)
 
 
 def _timeline(an: Analysis) -> RenderableType:

@@ -113,6 +113,7 @@ class IetopApp(PanelControls, ReplayControls):
         Binding("j", "jump", "next event", show=False),
         Binding("J", "jump_back", "previous event", show=False),
         Binding("t", "timeline", "timeline"),
+        Binding("m", "models", "models", show=False),
         Binding("e", "events", "events"),
         Binding("c", "columns", "columns"),
         Binding("ctrl+s", "dump", "save text", show=False),

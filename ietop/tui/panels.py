@@ -1,6 +1,6 @@
 """What the dashboard's keys do to its panels: which columns show (`c`), the filter (`/`) and sort (`s`, `S`, `r`)
-of Requests, Events in a small terminal (`e`); what a narrow panel hid (its subtitle); and the screen as plain
-text (`ctrl+s`), for a bug report or a chat where an SVG will not do."""
+of Requests, Events in a small terminal (`e`); what a narrow panel hid (its subtitle); the screen as plain
+text (`ctrl+s`), for a bug report or a chat where an SVG will not do; and the per-model figures (`m`)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from textual.widgets import Input
 from ietop.model.snapshot import Snapshot
 from ietop.tui.format import clean
 from ietop.tui.screens.columns import ColumnsScreen
+from ietop.tui.screens.models import ModelsScreen
 from ietop.tui.widgets.events import EventsTable
 from ietop.tui.widgets.requests import SORT_CYCLE, RequestsTable
 from ietop.tui.widgets.rowtable import RowTable
@@ -83,6 +84,11 @@ class PanelControls(App[None]):
                 self.refresh_subtitles()
 
         self.push_screen(ColumnsScreen(name, table.columns, table.chosen_hidden, ALWAYS.get(name, ())), chosen)
+
+    def action_models(self) -> None:
+        """`m`: per engine and model, the figures `ietop analyze` lists under `models`, for what the view holds."""
+        if self.snap is not None:
+            self.push_screen(ModelsScreen(self.snap))
 
     def action_dump(self) -> None:
         """ctrl+s: the screen as plain text, in the current directory; the toast names the file."""

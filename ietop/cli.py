@@ -15,6 +15,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from ietop import __version__
+from ietop.cli_compare import register as register_compare
 from ietop.cli_completion import SHELLS
 from ietop.cli_config import DASHBOARD_COMMANDS, ConfigError, add_config_flags, add_theme_flag, parse
 from ietop.cli_help import help_for
@@ -107,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     cp = sub.add_parser("completion", help="print a shell completion script", **help_for("completion"),
                         description="Print the completion script for SHELL (generated from these parsers).")
     cp.add_argument("shell", choices=SHELLS, metavar="SHELL", help=f"one of {', '.join(SHELLS)}")
+    register_compare(sub)
     return parser
 
 
@@ -168,8 +170,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(script(build_parser(), args.shell), end="")
         return EXIT_OK
-    tune_gc(raise_threshold=args.command in ("analyze", "proxy"))  # the dashboard less: see ietop/runtime.py
+    tune_gc(raise_threshold=args.command in ("analyze", "compare", "proxy"))  # the dashboard less: ietop/runtime.py
     try:
+        if (handler := getattr(args, "handler", None)) is not None:  # a command in a module of its own
+            return int(handler(args))
         if args.command == "analyze":
             return _analyze(args)
         if args.command == "demo":

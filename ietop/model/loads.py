@@ -30,6 +30,8 @@ UNLOAD_FOLD_S = 15.0
 ATTRIBUTION_HORIZON_S = 4 * 3600.0
 """How long a finished load waits for the access lines of the requests that waited for it."""
 MAX_RECENT = 256
+MAX_MADE_ROOM = 16
+"""Evictions kept per log until a load completes (a log of evictions and no successful load stays bounded)."""
 
 Emit = Callable[[str, object], None]
 
@@ -54,6 +56,10 @@ class LoadTracker:
         self.unloads_total = 0
         self.runners: dict[str, tuple[int | None, int | None, float | None]] = {}
         """Model name → (size, vram, keep-alive expiry t) from the scheduler's DEBUG idle lines."""
+        self._made_room: dict[int, list[Unload]] = {}
+        """Per log, the evictions since its last successful load: what the load that completes made room with."""
+        self._attempt: dict[int, Load] = {}
+        """Per log, the last load that failed or was abandoned since its last successful one (a retry repeats it)."""
 
     # -- load episodes -------------------------------------------------------------------------
     def prelude(self, src: int, t: float, ts: datetime | None, ref: Ref) -> None:
@@ -123,9 +129,26 @@ class LoadTracker:
             self._resident_src[load.model] = load.ref.src
         for unload in self._awaiting_for_model.pop(src, []):
             unload.for_model = load.model
+        self._link(src, load)
         self._recent.append(load)
         while len(self._recent) > MAX_RECENT:
             self._emit("load", self._recent.popleft())
+
+    def _link(self, src: int, load: Load) -> None:
+        """Tie a finished load to the evictions made for its model and to the failed attempt it repeated: a
+        request's cold-start story reads them (ietop.model.breakdown). Only a successful load ends the run of
+        evictions: an aborted load's evictions are also its retry's."""
+        ok = load.status == "ok"
+        made = self._made_room.pop(src, []) if ok else self._made_room.get(src, [])
+        name = self.name(load.model) if load.model is not None else None
+        if name is not None:
+            load.evicted = [u for u in made if u.for_model is not None and self.name(u.for_model) == name]
+        prior = self._attempt.pop(src, None) if ok else self._attempt.get(src)
+        if prior is not None and prior is not load and name is not None and prior.model is not None \
+                and self.name(prior.model) == name:
+            load.retry_of = prior
+        if not ok:
+            self._attempt[src] = load
 
     def record(self, load: Load) -> None:
         """A load whose whole episode another tracker assembled (MLX switches): keep it for joins."""
@@ -133,6 +156,7 @@ class LoadTracker:
         if load.status == "ok" and load.model is not None and load.t_end is not None:
             self.resident[load.model] = load.t_end
             self._resident_src[load.model] = load.ref.src
+        self._link(load.ref.src, load)
         self._recent.append(load)
         while len(self._recent) > MAX_RECENT:
             self._emit("load", self._recent.popleft())
@@ -179,8 +203,11 @@ class LoadTracker:
                 req.cold_load = True
                 req.load_s = round(waited, 3)
                 req.cite("load_s", load.done_ref or load.ref)
+                req.waited_for = load
                 if req.model is None:
                     req.model = load.model
+            elif req.status >= 400 and (req.waited_for is None or not req.waited_for.ok):
+                self._gave_up(req, load)
             if gap < load.trigger_gap and t_start <= begin + TOL_S:
                 if load.trigger is not None:
                     load.waiters += 1
@@ -196,6 +223,16 @@ class LoadTracker:
             if aborted and load.trigger is None:
                 load.trigger = req
                 load.trigger_gap = abs(req.t_start - load.t_begin)
+            if aborted and req.waited_for is None:
+                self._gave_up(req, load)
+
+    @staticmethod
+    def _gave_up(req: Request, load: Load) -> None:
+        """A request that ended in an error while a load ran (a client that gave up: 499) waited for that load
+        and learns its model; it stays no `cold_load` (it never got the loaded model)."""
+        req.waited_for = load
+        if req.model is None:
+            req.model = load.model
 
     # -- unloads -------------------------------------------------------------------------------
     def unload(
@@ -231,6 +268,9 @@ class LoadTracker:
         self._unloads.append(u)
         self.unloads_total += 1
         if reason in ("evicted", "switched"):
+            made = self._made_room.setdefault(src, [])
+            made.append(u)
+            del made[:-MAX_MADE_ROOM]
             load = self._open.get(src)
             if load is not None and load.model is not None:
                 u.for_model = load.model

@@ -13,6 +13,8 @@ from datetime import datetime
 from json.encoder import encode_basestring
 from typing import Any
 
+from ietop.model.breakdown import breakdown
+
 INFERENCE_PATHS = frozenset(
     {
         "/api/generate",
@@ -94,6 +96,9 @@ class Request:
     """Fact name → the log line it rests on (None until a fact cites one: most requests are probes)."""
     unknown: dict[str, str] | None = None
     """Fact name → why it is null although the log speaks of it (e.g. its lines could be another request's)."""
+    waited_for: Load | None = field(default=None, compare=False, repr=False)
+    """The load it waited for (the last one, when several ended in its lifetime), or the one it gave up during
+    (a client abort while the model loaded): the start of its cold-start story (ietop.model.breakdown)."""
 
     def cite(self, fact: str, ref: Ref) -> None:
         if self.evidence is None:
@@ -146,6 +151,7 @@ class Request:
             "source": {"path": paths[self.ref.src], "line": self.ref.line},
             "facts_evidence": {k: {"path": paths[r.src], "line": r.line} for k, r in self.cited().items()},
             "unknown": dict(self.unknown) if self.unknown else {},
+            "breakdown": _breakdown_dict(self, paths),
         }
 
     def json_line(self, paths: Sequence[str]) -> str:
@@ -161,7 +167,9 @@ class Request:
             f'"source":{{"path":{_js(paths[self.ref.src])},"line":{self.ref.line}}},'
             # Most requests (probes above all) cite nothing and know nothing unknown: no call for them.
             f'"facts_evidence":{"{}" if self.evidence is None else self._evidence_json(paths)},'
-            f'"unknown":{"{}" if self.unknown is None else self._unknown_json()}}}'
+            f'"unknown":{"{}" if self.unknown is None else self._unknown_json()},'
+            # Probes (most requests) have no story to tell: no call for them.
+            f'"breakdown":{_breakdown_json(self, paths) if self.inference else "null"}}}'
         )
 
     def _evidence_json(self, paths: Sequence[str]) -> str:
@@ -172,6 +180,24 @@ class Request:
         if not self.unknown:
             return "{}"
         return "{" + ",".join(f"{_js(k)}:{_js(v)}" for k, v in self.unknown.items()) + "}"
+
+
+def _breakdown_dict(req: Request, paths: Sequence[str]) -> dict[str, Any] | None:
+    b = breakdown(req)
+    return None if b is None else b.as_dict(paths)
+
+
+def _breakdown_json(req: Request, paths: Sequence[str]) -> str:
+    return _jv(_breakdown_dict(req, paths))
+
+
+def _jv(value: object) -> str:
+    """Any JSON value, written with `_js` for its scalars (so it parses to what `as_dict` holds)."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_js(str(k))}:{_jv(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_jv(v) for v in value) + "]"
+    return _js(value)
 
 
 def _js(value: object) -> str:
@@ -209,7 +235,11 @@ class Load:
     offload: tuple[int | None, int | None] | None = None
     required: str | None = None
     available: str | None = None
-    evicted: list[int] = field(default_factory=list)
+    evicted: list[Unload] = field(default_factory=list)
+    """The evictions made to room for it: the unloads of other models whose `for_model` is its model, since the
+    last successful load of its log (an aborted attempt's evictions pass to the retry that completes)."""
+    retry_of: Load | None = field(default=None, compare=False, repr=False)
+    """The failed or abandoned load of the same model just before it on its log, which it repeated."""
     trigger: Request | None = None
     trigger_gap: float = float("inf")
     waiters: int = 0

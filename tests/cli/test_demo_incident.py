@@ -150,7 +150,8 @@ def test_requests_are_named_like_the_dashboard_names_them(doc: dict[str, Any]) -
 
     models = [r["model"] for r in doc["requests"]]
     assert not [m for m in models if m and m.startswith("sha256-")]
-    assert sorted(m for m in models if m) == sorted([QWEN3] * 14 + [GEMMA3] * 4)
+    # Five gemma3:27b: the 499 that gave up during its load is named by that load (issue 23).
+    assert sorted(m for m in models if m) == sorted([QWEN3] * 14 + [GEMMA3] * 5)
     store, view, _evidence = new_store()
     store.apply_all(TailParse(store, str(INCIDENT), "ollama", Evidence()).parse(INCIDENT.read_text().splitlines()))
     snap = view.snapshot(store.now, 10**6)

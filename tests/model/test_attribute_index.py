@@ -54,8 +54,11 @@ class ScanTracker(LoadTracker):
                 req.cold_load = True
                 req.load_s = round(waited, 3)
                 req.cite("load_s", load.done_ref or load.ref)
+                req.waited_for = load
                 if req.model is None:
                     req.model = load.model
+            elif req.status >= 400 and (req.waited_for is None or not req.waited_for.ok):
+                self._gave_up(req, load)
             if gap < load.trigger_gap and t_start <= begin + TOL_S:
                 if load.trigger is not None:
                     load.waiters += 1
@@ -70,6 +73,8 @@ class ScanTracker(LoadTracker):
             if aborted and load.trigger is None:
                 load.trigger = req
                 load.trigger_gap = abs(req.t_start - load.t_begin)
+            if aborted and req.waited_for is None:
+                self._gave_up(req, load)
 
 
 # -- the scripts -------------------------------------------------------------------------------------------------
@@ -154,15 +159,22 @@ def play(tracker: LoadTracker, script: list[tuple[Any, ...]]) -> list[Request]:
 
 def _load_row(load: Load) -> tuple[Any, ...]:
     """A load's fields, its trigger named by its line (the same request, not merely an equal one)."""
-    fields = {f.name: getattr(load, f.name) for f in dataclasses.fields(load) if f.name != "trigger"}
+    fields = {f.name: getattr(load, f.name) for f in dataclasses.fields(load) if f.name not in ("trigger", "retry_of")}
     return (tuple(sorted(fields.items())), None if load.trigger is None else load.trigger.ref.line)
+
+
+def _request_row(req: Request) -> tuple[Any, ...]:
+    """A request's fields, the load it waited for named by its first line (it points back to its trigger)."""
+    fields = tuple(getattr(req, f.name) for f in dataclasses.fields(req) if f.name != "waited_for")
+    load = req.waited_for
+    return (fields, None if load is None else (load.ref.line, load.t_begin, load.status))
 
 
 def _outcome(tracker: LoadTracker, requests: list[Request], emitted: list[tuple[str, object]]) -> Any:
     pending, _ = tracker.pending()
     tracker.flush()
     return (
-        [dataclasses.astuple(r) for r in requests],
+        [_request_row(r) for r in requests],
         [(kind, _load_row(x)) for kind, x in emitted if isinstance(x, Load)],
         [_load_row(ld) for ld in pending],
     )

@@ -96,19 +96,24 @@ def _probes(r: Replayed) -> int:
                for b in r.batches for _s, _t, e in b.items if type(e) is AccessCount or _ok_probe(e))
 
 
-def _refs(obj: Any) -> Iterator[Ref]:
-    """Every Ref a record holds (its own line, the lines it cites)."""
+def _refs(obj: Any, seen: set[int] | None = None) -> Iterator[Ref]:
+    """Every Ref a record holds (its own line, the lines it cites). Records link in cycles (a request and the
+    load it waited for, whose trigger it is): each is walked once."""
+    seen = set() if seen is None else seen
     if isinstance(obj, Ref):
         yield obj
     elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
         for f in dataclasses.fields(obj):
-            yield from _refs(getattr(obj, f.name))
+            yield from _refs(getattr(obj, f.name), seen)
     elif isinstance(obj, (list, tuple)):
         for x in obj:
-            yield from _refs(x)
+            yield from _refs(x, seen)
     elif isinstance(obj, dict):
         for x in obj.values():
-            yield from _refs(x)
+            yield from _refs(x, seen)
 
 
 def assert_same_store(paths: list[Path]) -> tuple[Replayed, Replayed]:

@@ -326,6 +326,7 @@ class MlxTracker:
                 req.cold_load = True
                 req.load_s = arrival.load.duration_s
                 req.cite("load_s", arrival.load.done_ref or arrival.load.ref)
+                req.waited_for = arrival.load
                 arrival.load.trigger = req
         elif not self.debug:
             req.model = None

@@ -140,7 +140,8 @@ def _summary(an: Analysis) -> RenderableType:
     lines.append(_lit(f'Requests: {total} ({inference} inference), '
                       f'cold loads waited on: {cold}, truncated: {d.truncated}'))
     if an.probes.rows:
-        top = sorted(an.probes.rows.items(), key=lambda kv: -kv[1].count)[:4]
+        # Busiest first, then by path: the rows come from polars' group_by, whose order varies run to run.
+        top = sorted(an.probes.rows.items(), key=lambda kv: (-kv[1].count, kv[0][2], kv[0][1], kv[0][3], kv[0][0]))[:4]
         lines.append(_lit(f"Health checks and listings: {an.probes.total} (counted, not listed: "
                           + ", ".join(f"{m} {p} {st}×{r.count}" for (_s, m, p, st), r in top)
                           + (", …" if len(an.probes.rows) > 4 else "") + ")"))

@@ -386,6 +386,7 @@ class IetopApp(PanelControls, ReplayControls):
         else:
             self.paused = not self.paused
         self.refresh_view()
+        self.refresh_status()  # an unchanged snapshot draws nothing: the header must still say PAUSED or not
 
     @on(OptionList.OptionSelected, "#hints")
     @on(RowTable.Selected)

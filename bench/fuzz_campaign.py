@@ -19,7 +19,8 @@ How it runs (and why):
   `--aggregate` can state the CPU time of the whole campaign.
 * Hangs: cases run in worker processes (spawned: polars' thread pool does not survive a fork) that the parent
   kills when a case has run over HANG_S (10 s) of wall time *and* of the worker's CPU time, or over HANG_WALL_S
-  (60 s) of wall time whatever its CPU (a case blocked on a read uses none). Wall time alone called a case that
+  (60 s) of wall time whatever its CPU (a case blocked on a read uses none), counted from when its input is
+  drawn (the worker says "running": drawing it is the harness's work, not ietop's). Wall time alone called a case that
   got a fraction of a core on a busy machine a hang (seen once in run 4, not reproducible). A signal
   in-process would not do: a regex or polars only returns to Python, where a handler runs, when it is done.
 * Findings: each new signature (kind + key: exception and innermost frame, JSON path, control-character class)
@@ -169,7 +170,7 @@ class Campaign:
         slot.busy = True
         slot.started = time.monotonic()
         slot.cpu_at_start = worker_cpu_s(slot.proc.pid)
-        slot.deadline = slot.started + HANG_S
+        slot.deadline = slot.started + 2 * HANG_WALL_S  # drawing the input; the case's own clock starts at "running"
 
     def run(self, minutes: float | None, max_cases: int | None) -> None:
         end = time.monotonic() + minutes * 60 if minutes else float("inf")
@@ -218,6 +219,11 @@ class Campaign:
 
     def _handle(self, slot: Slot, msg: tuple[Any, ...]) -> bool:
         """Returns True when the worker is idle again."""
+        if msg[0] == "running":
+            slot.started = time.monotonic()
+            slot.cpu_at_start = worker_cpu_s(slot.proc.pid)
+            slot.deadline = slot.started + HANG_S
+            return False
         if msg[0] == "result":
             _, target, index, cpu, violations, inp = msg
             self.cases[target] += 1

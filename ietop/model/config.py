@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ietop.model.records import Ref
+from parsers.events.sane import LIMIT
 
 # Ollama env keys → the contract's configured names.
 OLLAMA_KEYS = {
@@ -58,6 +59,9 @@ class Settings:
                     parsed = int(value)
                 except ValueError:
                     parsed = value or None
+                if isinstance(parsed, int) and abs(parsed) >= LIMIT:
+                    parsed = value  # no engine runs with it: kept as the text it claimed, never as a number
+                    # (`OLLAMA_NUM_PARALLEL:9999999999999999` became a JSON integer beyond 2**53; fuzz run 5)
             self.configured[name] = parsed
             self.configured_ref[name] = ref
 

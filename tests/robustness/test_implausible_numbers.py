@@ -152,3 +152,16 @@ def test_a_scrape_engine_label_of_thousands_of_digits(tmp_path: Path, capsys: py
             f'vllm:kv_cache_usage_perc{{engine="1{"0" * 5000}",model_name="m"}} {value}\n')
     assert main(["analyze", "--json", *map(str, sorted(tmp_path.iterdir()))]) == 0
     strict(capsys.readouterr().out)
+
+
+def test_a_configured_number_beyond_the_bound_stays_the_claimed_text(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Fuzz run 5: `OLLAMA_NUM_PARALLEL:9999999999999999` in the server config line became a JSON integer beyond
+    2**53 (not exact in a JavaScript reader). It is a claim no engine runs with: shown as the text it is."""
+    log = tmp_path / "server.log"
+    log.write_text('2024/08/17 14:11:10 routes.go:1125: INFO server config env="map[OLLAMA_NUM_PARALLEL:'
+                   '9999999999999999 OLLAMA_MAX_LOADED_MODELS:3]"\n')
+    assert main(["analyze", "--json", str(log)]) == 0
+    configured = json.loads(capsys.readouterr().out)["config"]["configured"]
+    assert configured["num_parallel"] == "9999999999999999"
+    assert configured["max_loaded_models"] == 3

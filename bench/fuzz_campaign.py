@@ -219,6 +219,9 @@ class Campaign:
 
     def _handle(self, slot: Slot, msg: tuple[Any, ...]) -> bool:
         """Returns True when the worker is idle again."""
+        if msg[0] == "recycle":  # the worker's peak RSS came from drawing an input: it exits once idle
+            slot.recycle = True
+            return False
         if msg[0] == "running":
             slot.started = time.monotonic()
             slot.cpu_at_start = worker_cpu_s(slot.proc.pid)

@@ -8,13 +8,13 @@ that need them so `ietop --help` and `ietop analyze --json` start fast.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Sequence
 from importlib import resources
 from typing import TYPE_CHECKING
 
 from ietop import __version__
+from ietop.cli_args import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, Parser, interval, speed
 from ietop.cli_compare import register as register_compare
 from ietop.cli_completion import SHELLS
 from ietop.cli_config import DASHBOARD_COMMANDS, ConfigError, add_config_flags, add_theme_flag, parse
@@ -24,36 +24,13 @@ from ietop.runtime import tune_gc
 if TYPE_CHECKING:
     from parsers.events import ProxyRequest
 
-EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        # argparse prints usage + message; keep its exit code 2 but make the message one clear line.
-        message += _did_you_mean(message)
-        self.exit(EXIT_USAGE, f"ietop: error: {message} (see ietop {self.prog.split()[-1]} --help)\n"
-                  if " " in self.prog else f"ietop: error: {message} (see ietop --help)\n")
-
-
-def _did_you_mean(message: str) -> str:
-    """" (did you mean 'analyze'?)" for argparse's `invalid choice: 'analyse' (choose from 'analyze', …)`."""
-    import difflib
-    import re
-
-    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
-    if m is None:
-        return ""
-    close = difflib.get_close_matches(m.group(1), re.findall(r"'([^']*)'", m.group(2)), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="ietop", description="top for local LLM inference engines (Ollama, MLX, vLLM).",
+    parser = Parser(prog="ietop", description="top for local LLM inference engines (Ollama, MLX, vLLM).",
                      **help_for(None))
     parser.add_argument("--version", action="version", version=f"ietop {__version__}")
     _add_live_flags(parser)
     add_config_flags(parser, top=True)
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", parser_class=Parser)
 
     an = sub.add_parser("analyze", help="report on saved engine logs (plain, .gz or .zst)", **help_for("analyze"),
                         description="Analyze saved logs: requests, loads, evictions, truncations, "
@@ -89,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("replay", help="the live dashboard driven by saved logs", **help_for("replay"),
                         description="Replay saved logs through the live pipeline: p pauses, n steps, +/- speed.")
     rp.add_argument("paths", nargs="+", metavar="PATH", help="log files (plain, .gz, .zst); merged by time")
-    rp.add_argument("--speed", type=_speed, default=1.0, metavar="N",
+    rp.add_argument("--speed", type=speed, default=1.0, metavar="N",
                     help="N times real time (default 1; 0 = as fast as possible); silences over 3 s are skipped")
     rp.add_argument("--engine", choices=["ollama", "vllm", "mlx", "proxy"], help="skip detection")
     rp.add_argument("--paused", action="store_true", help="start paused (step with n)")
@@ -99,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
                         **help_for("demo"),
                         description="Replay the bundled incident (built from real Ollama log lines) in the "
                                     "dashboard.")
-    dm.add_argument("--speed", type=_speed, default=10.0, metavar="N", help="replay speed (default 10)")
+    dm.add_argument("--speed", type=speed, default=10.0, metavar="N", help="replay speed (default 10)")
     dm.add_argument("--report", action="store_true", help="print the analyze report of the incident instead")
     for command in (rp, dm):
         add_theme_flag(command, top=False)
@@ -126,36 +103,12 @@ def _add_live_flags(parser: argparse.ArgumentParser) -> None:
                       help="follow a systemd unit's journal (journalctl -f -o json)")
     live.add_argument("--docker", action="append", default=[], metavar="CONTAINER",
                       help="follow a container's log (docker logs -f -t)")
-    live.add_argument("--interval", type=_interval, default=2.0, metavar="S", help="seconds between polls (default 2)")
+    live.add_argument("--interval", type=interval, default=2.0, metavar="S", help="seconds between polls (default 2)")
     live.add_argument("--proxy", metavar="[HOST:]PORT",
                       help="also run `ietop proxy` on this port (127.0.0.1) and show its exact measurements")
     live.add_argument("--proxy-upstream", metavar="URL",
                       help="where --proxy forwards to (default: the first engine polled)")
     add_theme_flag(live, top=True)
-
-
-def _speed(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid speed {text!r}: a number such as 1, 10 or 0") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"invalid speed {text!r}: a finite number >= 0 (0 = as fast as possible)")
-    return value
-
-
-MIN_INTERVAL_S = 0.1
-"""Polls closer than this would spend a core on asking; no engine's state changes that fast."""
-
-
-def _interval(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid interval {text!r}: seconds, such as 2 or 0.5") from None
-    if not math.isfinite(value) or value < MIN_INTERVAL_S:
-        raise argparse.ArgumentTypeError(f"invalid interval {text!r}: seconds, at least {MIN_INTERVAL_S}")
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,13 +19,13 @@ from datetime import datetime, timezone
 from itertools import chain, pairwise
 from typing import TYPE_CHECKING, Any
 
+from ietop.cli_args import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE
 from ietop.cli_config import add_config_flags
 from ietop.cli_help import CONFIG_NOTE, Formatter
 
 if TYPE_CHECKING:
     from ietop.analyze.compare import Side
 
-EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
 OPENING_LINES = 64
 """A run's opening lines lie this close together (Ollama's `server config` and `Listening on` a few lines apart):
 two different opening texts closer than this open one run; the same text twice always opens two."""

@@ -110,7 +110,9 @@ def _scrape_event(inp: FileInput) -> Iterator[tuple[float, int, int, Event]]:
         scrape = parse_scrape(text, inp.path, ts, line=1)
     except ScrapeError as exc:
         raise FormatError(f"{inp.path}: {exc}") from exc
-    inp.lines = text.count("\n") + (not text.endswith("\n") and text != "")  # a last line without its newline
+    # A last line without its newline counts, unless it is only NULs: padding, not a line, as the log framing
+    # has it (parsers/text/framing.py; found again by fuzz run 6 on a scrape).
+    inp.lines = text.count("\n") + bool(text[text.rfind("\n") + 1:].strip("\x00"))
     # Scrapes saved side by side are one endpoint's series (a window needs two of them).
     import os
 

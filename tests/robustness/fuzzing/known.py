@@ -96,6 +96,10 @@ KNOWN: tuple[KnownDefect, ...] = (
         ("lines_not_conserved",), r"Prometheus /metrics scrape", "analyze",
         b'vllm:num_requests_running{engine="0",model_name="m"} 1', newline=False, open=False),
     KnownDefect(
+        "N16-scrape-nul-tail-counted", "a saved /metrics scrape ending in NUL padding without a newline counts the "
+        "padding as a line (the log framing does not): found by fuzz run 6", ("lines_not_conserved",),
+        r"Prometheus /metrics scrape", "analyze", b'vllm:{e=""} 0\n\x00', newline=False, open=False),
+    KnownDefect(
         "N6-uvicorn-empty-client", "uvicorn access line with no client (vLLM on --uds): the columnar reader folds "
         "it as a probe, the per-line parser drops it without counting it", ("bulk_differs",), r"^probes \(vllm\)$",
         "analyze", b'INFO:      - "GET /health HTTP/1.1" 200 OK', "vllm", open=False),

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from ietop.model.live import LiveView
 from ietop.model.store import Store
-from ietop.pipeline.feeds import READ_BACK_BYTES, CommandFeed, Evidence, ProxyFeed, TailFeed
+from ietop.pipeline.command_feeds import CommandFeed, ProxyFeed
+from ietop.pipeline.feeds import READ_BACK_BYTES, Evidence, TailFeed
 
 if TYPE_CHECKING:
     from ietop.pipeline.discover import Plan

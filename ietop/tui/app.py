@@ -27,7 +27,8 @@ from ietop.model.records import Ref
 from ietop.model.snapshot import WINDOWS, Snapshot
 from ietop.model.store import Store
 from ietop.pipeline.clock import ReplayClock
-from ietop.pipeline.feeds import Batch, Evidence, ProxyFeed
+from ietop.pipeline.command_feeds import ProxyFeed
+from ietop.pipeline.feeds import Batch, Evidence
 from ietop.pipeline.hardware import Hardware
 from ietop.pipeline.polling import ProcessSamples
 from ietop.tui.format import clean

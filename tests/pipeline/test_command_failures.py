@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from ietop.model.snapshot import Snapshot
-from ietop.pipeline.feeds import FAILED_DETAIL_MAX, Batch, CommandFeed, ProxyFeed
+from ietop.pipeline.command_feeds import FAILED_DETAIL_MAX, CommandFeed, ProxyFeed
+from ietop.pipeline.feeds import Batch
 from ietop.pipeline.setup import new_store
 from ietop.sources.procs import CommandLines, docker_argv, journal_argv
 from tests.command_support import JOURNAL_REFUSED, NO_CONTAINER, NO_DAEMON, fake_command

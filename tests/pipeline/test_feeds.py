@@ -14,7 +14,8 @@ import pytest
 from ietop.model.live import LiveView
 from ietop.model.store import ListSink, Store
 from ietop.pipeline.clock import ReplayClock
-from ietop.pipeline.feeds import READ_BYTES, Batch, CommandFeed, Evidence, ReplayFeed, TailFeed, TailParse
+from ietop.pipeline.command_feeds import CommandFeed
+from ietop.pipeline.feeds import READ_BYTES, Batch, Evidence, ReplayFeed, TailFeed, TailParse
 from ietop.pipeline.ingest import run_files
 from ietop.sources.procs import MAX_BATCH, CommandLines, StdinLines
 from parsers.events import AccessCount, HttpAccess

@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 
+from ietop.pipeline.command_feeds import ProxyFeed
 from ietop.pipeline.discover import Plan
-from ietop.pipeline.feeds import ProxyFeed
 from ietop.sources.proxy import BackgroundServer
 from ietop.tui.run import live_app
 from ietop.tui.widgets.requests import RequestsTable

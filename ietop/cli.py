@@ -14,7 +14,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from ietop import __version__
-from ietop.cli_args import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, Parser, interval, speed
+from ietop.cli_args import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, Parser, failure_line, interval, say_repeated, speed
 from ietop.cli_compare import register as register_compare
 from ietop.cli_completion import SHELLS
 from ietop.cli_config import DASHBOARD_COMMANDS, ConfigError, add_config_flags, add_theme_flag, parse
@@ -167,7 +167,7 @@ def _analyze(args: argparse.Namespace) -> int:
     from ietop.sources.inputs import readable
 
     with readable(args.paths) as inputs:
-        _say_repeated(inputs.repeated)
+        say_repeated(inputs.repeated)
         return _analyze_inputs(args, inputs.read, inputs.names, since, until)
 
 
@@ -178,11 +178,6 @@ def _paths_problem(paths: Sequence[str]) -> str | None:
     if sum(p == STDIN for p in paths) > 1:
         return "- (standard input) can be given once"
     return next((problem for p in paths if (problem := path_problem(p)) is not None), None)
-
-
-def _say_repeated(repeated: Sequence[tuple[str, str]]) -> None:
-    for path, first in repeated:
-        print(f"ietop: note: {path} is the same file as {first}: read once", file=sys.stderr)
 
 
 def _analyze_inputs(args: argparse.Namespace, paths: list[str], names: dict[str, str], since: float | None,
@@ -201,11 +196,8 @@ def _analyze_inputs(args: argparse.Namespace, paths: list[str], names: dict[str,
                               progress, names)
         else:
             an = Analysis(paths, args.engine, since, until, args.include_prompts, args.all_requests, names=names)
-    except (SourceError, FormatError) as exc:
-        print(f"ietop: error: {exc}", file=sys.stderr)
-        return EXIT_RUNTIME
-    except OSError as exc:
-        print(f"ietop: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+    except (SourceError, FormatError, OSError) as exc:
+        print(failure_line(exc), file=sys.stderr)
         return EXIT_RUNTIME
     try:
         if args.csv or args.parquet:
@@ -225,7 +217,7 @@ def _analyze_inputs(args: argparse.Namespace, paths: list[str], names: dict[str,
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):
             raise
-        print(f"ietop: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        print(failure_line(exc), file=sys.stderr)
         return EXIT_RUNTIME
     finally:
         an.close()
@@ -303,7 +295,7 @@ def _replay(paths: Sequence[str], speed: float, engine: str | None, title: str, 
 
     # The copies of pipes live as long as the dashboard: `J` (back) reads the logs again from the start.
     with readable(paths) as inputs:
-        _say_repeated(inputs.repeated)
+        say_repeated(inputs.repeated)
         try:
             app = replay_app(inputs.read, speed, engine, title=title, paused=paused, until=until,
                              window_index=window_index, names=inputs.names, theme=theme)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
+from collections.abc import Sequence
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
 
@@ -51,3 +53,17 @@ def interval(text: str) -> float:
     if not math.isfinite(value) or value < MIN_INTERVAL_S:
         raise argparse.ArgumentTypeError(f"invalid interval {text!r}: seconds, at least {MIN_INTERVAL_S}")
     return value
+
+
+def failure_line(exc: BaseException) -> str:
+    """The one line a command prints when reading its inputs failed: a SourceError or FormatError says it all;
+    an OSError names its file and the system's reason (never a traceback)."""
+    if isinstance(exc, OSError):
+        return f"ietop: error: {exc.filename or ''}: {exc.strerror or exc}"
+    return f"ietop: error: {exc}"
+
+
+def say_repeated(repeated: Sequence[tuple[str, str]]) -> None:
+    """A path given twice (or two names of one file) is read once, and says so."""
+    for path, first in repeated:
+        print(f"ietop: note: {path} is the same file as {first}: read once", file=sys.stderr)

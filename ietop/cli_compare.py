@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from itertools import chain, pairwise
 from typing import TYPE_CHECKING, Any
 
-from ietop.cli_args import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE
+from ietop.cli_args import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, failure_line, say_repeated
 from ietop.cli_config import add_config_flags
 from ietop.cli_help import CONFIG_NOTE, Formatter
 
@@ -73,18 +73,14 @@ def run(args: argparse.Namespace) -> int:
         with ExitStack() as stack:
             sides = [stack.enter_context(readable([p])) for p in args.paths]
             for inputs in sides:
-                for path, first in inputs.repeated:
-                    print(f"ietop: note: {path} is the same file as {first}: read once", file=sys.stderr)
+                say_repeated(inputs.repeated)
             reads = [(inp.read[0], inp.names) for inp in sides]
             doc = _document(args, reads)
     except UsageError as exc:
         print(f"ietop: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (SourceError, FormatError) as exc:
-        print(f"ietop: error: {exc}", file=sys.stderr)
-        return EXIT_RUNTIME
-    except OSError as exc:
-        print(f"ietop: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+    except (SourceError, FormatError, OSError) as exc:
+        print(failure_line(exc), file=sys.stderr)
         return EXIT_RUNTIME
     if args.json:
         from ietop.analyze.spool import json_dumps

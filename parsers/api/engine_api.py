@@ -164,3 +164,19 @@ def ollama_version(endpoint: str, ts: datetime | None, status: int | None, body:
     if not isinstance(version, str) or _VERSION_RE.fullmatch(version) is None:
         return EngineStatus(0, ts, "ollama", endpoint, "unknown", "version answer unreadable")
     return EngineStatus(0, ts, "ollama", endpoint, "up", f"version {version}")
+
+
+def ollama_tags(body: bytes) -> tuple[tuple[str, int | None], ...] | None:
+    """Ollama `GET /api/tags`: (name, size in bytes of the model's files on disk) of each model pulled; None when
+    the answer is not a model list. An entry without a name is left out (it cannot be matched with anything)."""
+    doc = _json(body)
+    if not isinstance(doc, dict):
+        return None
+    entries = doc.get("models") if doc.get("models") is not None else []
+    if not isinstance(entries, list):
+        return None
+    out: list[tuple[str, int | None]] = []
+    for entry in entries:
+        if isinstance(entry, dict) and (name := _text(entry.get("name")) or _text(entry.get("model"))) is not None:
+            out.append((name, _count(entry.get("size"))))
+    return tuple(out)

@@ -119,6 +119,20 @@ class Offload(Event):
 
 
 @dataclass(slots=True)
+class LoadMemory(Event):
+    """Memory a load takes, as the engine logged it, one part per line: ``weights`` (the model's tensors),
+    ``kv`` (the KV cache of every slot at the context in effect), ``graph`` (compute buffers) or ``total``.
+    ``device`` is the card (or ``CPU``) where the line is one of several per-device lines; the parts of one
+    load add up over devices. ``planned`` marks the scheduler's estimate made before loading (Ollama's
+    `offload` line, `memory.required.*`), against what was allocated (E4 device lines, llama.cpp buffers)."""
+
+    part: str
+    size_bytes: int
+    device: str | None = None
+    planned: bool = False
+
+
+@dataclass(slots=True)
 class LoadProgress(Event):
     """Load progress (0..1) or a status change while waiting for the runner."""
 
@@ -162,6 +176,8 @@ class Eviction(Event):
     blob: str | None = None
     """The model's blob path when the line names the model both ways (DEBUG `runner.name` and
     `runner.model`): how a load, which only knows the blob, is matched with its name."""
+    size_bytes: int | None = None
+    """DEBUG `runner.size`: what the scheduler counted the victim as taking."""
 
 
 @dataclass(slots=True)

@@ -23,6 +23,7 @@ from parsers.events import (
     Timing,
     Truncation,
 )
+from parsers.ollama.memory import llamacpp_memory
 
 _SERVER_RE = re.compile(
     r"(?:slot|srv|que|cmn)\s+[^:]+?:\s+(?:id\s+(?P<slot>-?\d+) \| task (?P<task>-?\d+) \| )?(?P<msg>.*)$"
@@ -105,6 +106,8 @@ def parse_raw_line(text: str, line: int, ts: datetime | None) -> list[Event] | N
             return [ContextSize(line, ts, int(m.group(1)), "train", "llama.cpp")]
     if "offloaded " in text and (m := _OFFLOADED_RE.search(text)) is not None:
         return [Offload(line, ts, int(m.group(1)), int(m.group(2)))]
+    if " size" in text and (found := llamacpp_memory(text, line, ts)) is not None:
+        return found
     if text.startswith("llama_print_timings:") and (t := _TIMING_RE.match(text[20:])) is not None:
         return [_timing(t, line, ts, None)]
     low = text.lower()

@@ -38,6 +38,7 @@ from parsers.ollama.gofmt import (
     with_offset,
     zone,
 )
+from parsers.ollama.memory import IN_CONTEXT, MemoryContext
 from parsers.ollama.messages import env_map, slog_events
 from parsers.text.memo import remember
 
@@ -97,6 +98,7 @@ class OllamaParser(GinReader):
         # raw runner line.
         self._slog_seen: dict[str, tuple[Meaning, tuple[str, ...]]] = {}
         self._raw_seen: dict[str, Meaning] = {}
+        self._memory = MemoryContext()
 
     @property
     def server(self) -> llamacpp.ServerLineState:
@@ -197,11 +199,15 @@ class OllamaParser(GinReader):
             lm = _LISTEN_RE.search(msg)
             return self._listening(line, ts, lm) if lm is not None else []
         events = slog_events(msg, attrs, level, line, ts)
+        in_context = msg in IN_CONTEXT
+        if in_context:
+            events = self._memory.read(msg, attrs, events, self.version)
         eras = {_era_of_start(ev.runner) for ev in events if isinstance(ev, LoadStart)}
         self.era_evidence.update(eras)
         if not events and level == "ERROR":
             events = [ErrorEvent(line, ts, "other", msg[:500])]
-        if rest and m.start("time") == 5 and m.end("time") == j:
+        # A memory line's meaning depends on the runner started before it and on the version: not remembered.
+        if rest and m.start("time") == 5 and m.end("time") == j and not in_context:
             remember(self._slog_seen, rest, (_meaning(events), tuple(eras)))
         return events
 

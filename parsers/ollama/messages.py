@@ -35,6 +35,8 @@ from parsers.events import (
     UnloadStep,
 )
 from parsers.ollama.gofmt import parse_attrs, parse_go_duration
+from parsers.ollama.memory import DEVICE_PARTS, device_line, offload_memory
+from parsers.ollama.memory import human_bytes as human_bytes  # its home before memory.py; ietop.model reads it here
 
 _SHELL_SPACE_RE = re.compile(r"[ \t\r\n]+")
 _ENV_RE = re.compile(r'env="map\[(.*)\]"')
@@ -115,7 +117,8 @@ def _evict_for_load(msg: str, attrs: str, level: str, line: int, ts: datetime | 
 
 def _victim(msg: str, attrs: str, level: str, line: int, ts: datetime | None) -> list[Event]:
     a = parse_attrs(attrs)
-    return [Eviction(line, ts, _model(a), "evicted", _int(a.get("runner.num_ctx")), a.get("runner.model"))]
+    return [Eviction(line, ts, _model(a), "evicted", _int(a.get("runner.num_ctx")), a.get("runner.model"),
+                     human_bytes(a.get("runner.size")))]
 
 
 def _expire(msg: str, attrs: str, level: str, line: int, ts: datetime | None) -> list[Event]:
@@ -149,21 +152,6 @@ def _idle(msg: str, attrs: str, level: str, line: int, ts: datetime | None) -> l
     blob = a.get("runner.model") if a.get("runner.name") else None
     return [IdleTimer(line, ts, dur, parse_go_duration(dur) if dur else None, _model(a), _int(a.get("runner.num_ctx")),
                       blob, human_bytes(a.get("runner.size")), human_bytes(a.get("runner.vram")))]
-
-
-_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
-          "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
-
-
-def human_bytes(text: str | None) -> int | None:
-    """Go's `format.HumanBytes2` output (`6.6 GiB`, `512 MiB`) → bytes; None when absent or unreadable."""
-    if not text:
-        return None
-    number, _, unit = text.strip().partition(" ")
-    try:
-        return int(float(number) * _UNITS[unit.strip()])
-    except (ValueError, KeyError):
-        return None
 
 
 def _start(msg: str, attrs: str, level: str, line: int, ts: datetime | None) -> list[Event]:
@@ -215,7 +203,7 @@ def _offload(msg: str, attrs: str, level: str, line: int, ts: datetime | None) -
     a = parse_attrs(attrs)
     done = _int(a.get("layers.offload") or a.get("layers.real"))
     total = _int(a.get("layers.model"))
-    return [Offload(line, ts, done, total)]
+    return [Offload(line, ts, done, total), *offload_memory(msg, a, line, ts)]
 
 
 def _loaded(msg: str, attrs: str, level: str, line: int, ts: datetime | None) -> list[Event]:
@@ -352,6 +340,7 @@ EXACT: dict[str, Handler] = {
     "chat handler": _prompt_text,
     "embedding request": _prompt_text,
     "evaluating already loaded": _arrival,
+    **dict.fromkeys(DEVICE_PARTS, device_line),
 }
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ietop import __version__
 from ietop.cli_args import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, Parser, failure_line, interval, say_repeated, speed
+from ietop.cli_budget import register as register_budget
 from ietop.cli_compare import register as register_compare
 from ietop.cli_completion import SHELLS
 from ietop.cli_config import DASHBOARD_COMMANDS, ConfigError, add_config_flags, add_theme_flag, parse
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Print the completion script for SHELL (generated from these parsers).")
     cp.add_argument("shell", choices=SHELLS, metavar="SHELL", help=f"one of {', '.join(SHELLS)}")
     register_compare(sub)
+    register_budget(sub)
     return parser
 
 

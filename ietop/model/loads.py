@@ -20,11 +20,14 @@ from datetime import datetime
 
 from ietop.model.load_index import RecentLoads
 from ietop.model.records import Load, Ref, Request, Unload
+from parsers.events import LoadMemory
 
 TOL_S = 1.0
 """Access-line timestamps have one-second resolution."""
 PRELUDE_S = 30.0
 """A decision or eviction line opens an episode only if a launch follows within this many seconds."""
+MEMORY_AFTER_S = 5.0
+"""A memory line this soon after a load of the same log finished still describes that load."""
 UNLOAD_FOLD_S = 15.0
 """Lines of one unload (decision, victim, stop, VRAM wait ~5 s later) fall inside this window."""
 ATTRIBUTION_HORIZON_S = 4 * 3600.0
@@ -56,6 +59,10 @@ class LoadTracker:
         self.unloads_total = 0
         self.runners: dict[str, tuple[int | None, int | None, float | None]] = {}
         """Model name → (size, vram, keep-alive expiry t) from the scheduler's DEBUG idle lines."""
+        self._kv_caches: dict[int, int] = {}
+        """Per log, the KV summaries llama.cpp printed since its last weights summary."""
+        self.runner_sizes: dict[str, tuple[int, Ref]] = {}
+        """Model name → its last `runner.size` and the line (kept after an unload: the budget cites it)."""
         self._made_room: dict[int, list[Unload]] = {}
         """Per log, the evictions since its last successful load: what the load that completes made room with."""
         self._attempt: dict[int, Load] = {}
@@ -328,10 +335,37 @@ class LoadTracker:
             if u.for_model is not None and _short(u.for_model) == blob:
                 u.for_model = name
 
-    def idle(self, model: str, t: float, duration_s: float | None, size: int | None, vram: int | None) -> None:
+    def idle(self, model: str, t: float, duration_s: float | None, size: int | None, vram: int | None,
+             ref: Ref | None = None) -> None:
         """A runner went idle and its keep-alive timer was armed: it expires `duration_s` from now."""
         expires = t + duration_s if duration_s is not None and duration_s > 0 else None
-        self.runners[self.name(model)] = (size, vram, expires)
+        name = self.name(model)
+        self.runners[name] = (size, vram, expires)
+        if size is not None and ref is not None:
+            self.runner_sizes[name] = (size, ref)
+
+    def memory(self, src: int, t: float, ts: datetime | None, ref: Ref, engine: str, event: LoadMemory) -> None:
+        """A line of what a load takes in memory: the load in progress, else the one this log finished moments
+        ago (a runner may print its buffers as the load completes), else the start of a new episode."""
+        load = self._open.get(src)
+        if load is None:
+            last = next((ld for ld in reversed(self._recent) if ld.ref.src == src), None)
+            if last is not None and last.t_end is not None and 0 <= t - last.t_end <= MEMORY_AFTER_S:
+                load = last
+        if load is None:
+            load = self.open(src, t, ts, ref, engine)
+        if load.memory is None:
+            load.memory = {}
+        device = event.device or ""
+        if not event.device and not event.planned:
+            # llama.cpp prints one KV summary per cache (two for an iswa or hybrid model: they add up) after the
+            # weights summary; a `--fit` probe prints the same set before the real load, which replaces it.
+            if event.part == "weights":
+                self._kv_caches[src] = 0
+            elif event.part == "kv":
+                self._kv_caches[src] = self._kv_caches.get(src, 0) + 1
+                device = f"cache {self._kv_caches[src]}"
+        load.memory[(event.part, device)] = (event.size_bytes, ref, event.planned)
 
     def pending(self) -> tuple[list[Load], list[Unload]]:
         """Loads and unloads not yet handed to the sink (still joinable): the dashboard shows them live."""

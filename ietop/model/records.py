@@ -248,6 +248,21 @@ class Load:
     rss_step: int | None = None
     failure: str | None = None
     """Why it failed, where the log says (`model not found`: an MLX switch answered 404)."""
+    memory: dict[tuple[str, str], tuple[int, Ref, bool]] | None = field(default=None, compare=False, repr=False)
+    """(part, device) → (bytes, the line, planned) from the load's memory lines (`LoadMemory`): a later line
+    for the same part and device replaces an earlier one (the allocation after the estimate)."""
+
+    def memory_part(self, part: str) -> tuple[int, tuple[Ref, ...], bool] | None:
+        """A part's bytes summed over devices, the lines they rest on, and whether it was only planned.
+        Allocated figures win over the estimate when the log has both."""
+        if not self.memory:
+            return None
+        found = [(b, ref, planned) for (p, _dev), (b, ref, planned) in self.memory.items() if p == part]
+        if not found:
+            return None
+        allocated = [f for f in found if not f[2]]
+        chosen = allocated or found
+        return sum(f[0] for f in chosen), tuple(f[1] for f in chosen), not allocated
 
     @property
     def ok(self) -> bool:

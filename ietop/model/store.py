@@ -27,6 +27,7 @@ from ietop.model.store_records import EngineState, ListSink, Sink, SourceFailed,
 from parsers import events as ev
 from parsers.api.events import OllamaResidency
 from parsers.events.sane import implausible
+from parsers.ollama.messages import human_bytes
 
 __all__ = ["EngineState", "ListSink", "Sink", "SourceFailed", "SourceInfo", "SourcePaths", "Store"]
 
@@ -78,6 +79,7 @@ class Store:
         self.residency: dict[str, OllamaResidency] = {}
         """Endpoint → its newest `/api/ps` answer (parsers.api.events.OllamaResidency)."""
         self.gpus: dict[str, ev.GpuInfo] = {}
+        self.gpu_refs: dict[str, Ref] = {}
         """Devices the engine's own log reports (replay has no NVML of that host)."""
         self.gpu_memory: dict[str, ev.GpuMemory] = {}
         """Device id → the newest memory figure the scheduler logged for it."""
@@ -172,7 +174,8 @@ class Store:
             if event.blob and event.model:
                 loads.learn_alias(model_name(event.blob) or "", model_name(event.model) or "")
             if event.model:
-                loads.idle(model_name(event.model) or "", t, event.duration_s, event.size_bytes, event.vram_bytes)
+                loads.idle(model_name(event.model) or "", t, event.duration_s, event.size_bytes, event.vram_bytes,
+                           ref)
             s.observe("keep_alive", event.duration, ref)
             s.observe("runner_num_ctx", event.num_ctx, ref)
         elif isinstance(event, ev.Truncation):
@@ -186,6 +189,9 @@ class Store:
                 loads.set_model(src, load, model_name(event.model))
                 load.parallel = event.parallel or load.parallel
                 load.required = event.required
+                if (required := human_bytes(event.required)) is not None:
+                    # The scheduler's `required=` is the load's whole footprint as it planned it.
+                    loads.memory(src, t, ts, ref, engine, ev.LoadMemory(event.line, ts, "total", required, None, True))
                 load.available = event.available
                 s.observe("parallel", event.parallel, ref)
         elif isinstance(event, ev.LoadStart):
@@ -215,6 +221,8 @@ class Store:
             # The estimate line comes before the launch (E2/E3), llama.cpp's own line during the load.
             loads.open(src, t, ts, ref, engine).offload = (event.offloaded, event.total)
             s.observe("gpu_layers", f"{event.offloaded}/{event.total}" if event.total else event.offloaded, ref)
+        elif isinstance(event, ev.LoadMemory):
+            loads.memory(src, t, ts, ref, engine, event)
         elif isinstance(event, ev.LoadDone):
             loads.done(src, t, ts, ref, engine, event.duration_s)
             self._count("loads_ok")
@@ -227,6 +235,8 @@ class Store:
             loads.unload(src, t, ts, ref, engine, event.reason, model_name(event.model), event.num_ctx)
             if event.model and event.blob:
                 loads.learn_alias(model_name(event.blob) or "", model_name(event.model) or "")
+            if event.model and event.size_bytes:
+                loads.runner_sizes[loads.name(model_name(event.model) or "")] = (event.size_bytes, ref)
         elif isinstance(event, ev.UnloadStep):
             self._unload_step(src, t, event, ref, engine)
         elif src in self._mlx and isinstance(event, _MLX_EVENTS):
@@ -256,6 +266,7 @@ class Store:
         elif isinstance(event, ev.GpuInfo):
             self._count("gpus")
             self.gpus[event.device_id] = event
+            self.gpu_refs[event.device_id] = ref
         elif isinstance(event, ev.GpuMemory):
             self.gpu_memory[event.device_id] = event
         elif isinstance(event, ev.ProxyRequest):
@@ -451,6 +462,10 @@ class Store:
             return dict(next(iter(self._vllm.values())).startup_facts) if len(self._vllm) == 1 else {}
         tracker = self._vllm.get(src)
         return dict(tracker.startup_facts) if tracker is not None else {}
+
+    def engine_trackers(self) -> tuple[dict[int, VllmTracker], dict[int, MlxTracker]]:
+        """The vLLM and MLX logs' own state by source (the budget reads their memory figures)."""
+        return self._vllm, self._mlx
 
     def mlx_processes(self) -> list[tuple[int, str, str | None]]:
         """(source, resident model, state) of each MLX log: one model per mlx_lm.server process."""

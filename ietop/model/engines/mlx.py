@@ -58,6 +58,8 @@ class MlxTracker:
         self.unattributed_progress = 0
         self.unattributed_tokens = 0
         self.state: str | None = None
+        self.cache_peak: tuple[float, Ref, str] | None = None
+        """The largest prompt-cache size a stats line gave (GB, the line, the model then): its KV in memory."""
         self._arrivals: deque[Arrival] = deque()
         self._episodes: list[Episode] = []
         self._unbound_episodes: deque[Episode] = deque()
@@ -84,6 +86,8 @@ class MlxTracker:
 
     def admission(self, t: float, event: ev.Admission, ref: Ref) -> None:
         arrival = self._arrivals.popleft() if self._arrivals else None
+        if event.cache_gb is not None and (self.cache_peak is None or event.cache_gb > self.cache_peak[0]):
+            self.cache_peak = (event.cache_gb, ref, arrival.model if arrival is not None else self.resident)
         episode = Episode(t, arrival, last_t=t)
         if arrival is not None and arrival.load is not None:
             self._switch(arrival, t, ref)

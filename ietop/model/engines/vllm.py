@@ -31,6 +31,7 @@ class VllmTracker:
         self.join = VllmJoin(emit)
         self.startup_facts: dict[str, float | str] = {}
         """This server's start-up facts by key (the store's settings are one map for all its logs)."""
+        self.startup_refs: dict[str, Ref] = {}
 
     def stats(self, t: float, e: ev.EngineStats, ref: Ref) -> None:
         self.join.stats(t, e.engine, e.running, e.waiting)
@@ -42,6 +43,7 @@ class VllmTracker:
 
     def startup(self, e: ev.StartupFact, ref: Ref) -> None:
         self.startup_facts[e.key] = e.value
+        self.startup_refs[e.key] = ref
         if e.key in CONFIGURED_KEYS:
             self.settings.claim(e.key, e.value, ref)
         if e.key != "max_model_len":

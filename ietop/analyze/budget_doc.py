@@ -69,7 +69,8 @@ def document(budget: Budget, paths: Sequence[str]) -> dict[str, Any]:
 def _cell(f: Figure | None) -> str:
     if f is None:
         return "?"
-    return ("~" if f.estimated else "") + f"{f.size / GIB:.1f}"
+    # Under 1 GiB two decimals: an embedder's 0.3 GiB or MLX's prompt cache of 0.02 GB is not "0.0".
+    return ("~" if f.estimated else "") + (f"{f.size / GIB:.1f}" if f.size >= GIB else f"{f.size / GIB:.2f}")
 
 
 def _where(f: Figure | None, paths: Sequence[str]) -> str:

@@ -18,6 +18,7 @@ from ietop.model.counters import ScrapeStore
 from ietop.model.engines.mlx import MlxTracker
 from ietop.model.engines.vllm import VllmTracker
 from ietop.model.facts import RequestFacts
+from ietop.model.load_lines import LOAD_LINES, apply_load_line
 from ietop.model.loads import LoadTracker
 from ietop.model.names import model_name
 from ietop.model.proxied import proxied_request
@@ -27,7 +28,6 @@ from ietop.model.store_records import EngineState, ListSink, Sink, SourceFailed,
 from parsers import events as ev
 from parsers.api.events import OllamaResidency
 from parsers.events.sane import implausible
-from parsers.ollama.messages import human_bytes
 
 __all__ = ["EngineState", "ListSink", "Sink", "SourceFailed", "SourceInfo", "SourcePaths", "Store"]
 
@@ -181,48 +181,8 @@ class Store:
         elif isinstance(event, ev.Truncation):
             self._count("truncations")
             self.facts.truncation(src, t, event, ref)
-        elif isinstance(event, ev.LoadDecision):
-            if event.co_resident:
-                loads.prelude(src, t, ts, ref)
-            else:
-                load = loads.open(src, t, ts, ref, engine)
-                loads.set_model(src, load, model_name(event.model))
-                load.parallel = event.parallel or load.parallel
-                load.required = event.required
-                if (required := human_bytes(event.required)) is not None:
-                    # The scheduler's `required=` is the load's whole footprint as it planned it.
-                    loads.memory(src, t, ts, ref, engine, ev.LoadMemory(event.line, ts, "total", required, None, True))
-                load.available = event.available
-                s.observe("parallel", event.parallel, ref)
-        elif isinstance(event, ev.LoadStart):
-            load = loads.started(src, t, ts, ref, engine)
-            load.runner = event.runner
-            loads.set_model(src, load, model_name(event.model))
-            load.ctx = event.ctx_total
-            load.parallel = event.parallel or load.parallel
-            load.gpu_layers = event.gpu_layers
-            s.observe("ctx_total", event.ctx_total, ref)
-            s.observe("parallel", event.parallel, ref)
-            if event.ctx_total and event.parallel:
-                s.observe("ctx_per_slot", event.ctx_total // event.parallel, ref)
-        elif isinstance(event, ev.LoadRequest):
-            load = loads.open(src, t, ts, ref, engine)
-            load.parallel = event.parallel
-            load.kv_size = event.kv_size
-            load.ctx = event.kv_size
-            s.observe("parallel", event.parallel, ref)
-            s.observe("ctx_total", event.kv_size, ref)
-            s.observe("kv_cache_type", event.kv_cache_type, ref)
-            s.observe("batch_size", event.batch_size, ref)
-            s.observe("load_request_op", event.op, ref)
-            if event.kv_size and event.parallel:
-                s.observe("ctx_per_slot", event.kv_size // event.parallel, ref)
-        elif isinstance(event, ev.Offload):
-            # The estimate line comes before the launch (E2/E3), llama.cpp's own line during the load.
-            loads.open(src, t, ts, ref, engine).offload = (event.offloaded, event.total)
-            s.observe("gpu_layers", f"{event.offloaded}/{event.total}" if event.total else event.offloaded, ref)
-        elif isinstance(event, ev.LoadMemory):
-            loads.memory(src, t, ts, ref, engine, event)
+        elif isinstance(event, LOAD_LINES):
+            apply_load_line(loads, s, src, t, ref, engine, event)
         elif isinstance(event, ev.LoadDone):
             loads.done(src, t, ts, ref, engine, event.duration_s)
             self._count("loads_ok")

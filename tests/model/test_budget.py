@@ -33,6 +33,7 @@ SIZED = {
     "vllm/030-v0-0.8-startup-memory-profile-cuda-blocks-tui.txt": "vLLM V0",
     "vllm/028-v1-2026-startup-model-loading-memory-wording.txt": "vLLM V1",
     "mlx/real-two-runs-server.log": "MLX real run",
+    "mlx/info-no-hf-cache-server.stderr": "MLX real run, prompt cache 0.02 GB",
 }
 _SIZE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(TiB|GiB|MiB|KiB|GB|MB|KB|B)\b")
 _UNIT = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "KB": 10**3, "MB": 10**6,

@@ -268,6 +268,10 @@ class LoadTracker:
                 u.model = u.model or model
                 u.num_ctx = u.num_ctx or num_ctx
                 u.evidence.append(ref)
+                if model is not None:
+                    # The decision line names no model (`max runners achieved…`, `…evicting`); the victim line
+                    # folded into it does. With several resident, only now is it known which one went.
+                    self._drop_resident(model, t)
                 return u
         if attach_only:
             reason = "unknown"

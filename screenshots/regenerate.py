@@ -1,8 +1,9 @@
-"""Regenerate the README's screenshots (SVG) from a replay of the bundled incident.
+"""Regenerate the README's screenshots (SVG) from a replay of the bundled incident, and the Budget screen (`b`)
+from a replay of the seeds' budget example (fixtures/synthetic/seed-budget.log, labelled synthetic).
 
     python screenshots/regenerate.py
 
-The same replay and steps as tests/tui/test_snapshots.py (both take them from tests/tui/support.py).
+The same replays and steps as tests/tui/test_snapshots.py (both take them from tests/tui/support.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ietop.tui.run import replay_app  # noqa: E402
-from tests.tui.support import INCIDENT, SCREENS, Step, moment  # noqa: E402
+from tests.tui.support import INCIDENT, SCREENS, Step, moment, replay_settled  # noqa: E402
+
+SEED_BUDGET = ROOT / "fixtures" / "synthetic" / "seed-budget.log"
 
 SIZE = (120, 40)
 SMALL = (80, 24)
@@ -36,7 +39,19 @@ def main() -> int:
     for name, step in SCREENS.items():
         print(asyncio.run(shoot(name, step, out)).relative_to(ROOT))
     print(asyncio.run(shoot("dashboard-80x24", SCREENS["dashboard"], out, SMALL)).relative_to(ROOT))
+    print(asyncio.run(shoot_budget(out)).relative_to(ROOT))
     return 0
+
+
+async def shoot_budget(out: Path) -> Path:
+    app = replay_app([str(SEED_BUDGET)], 0)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_settled(pilot)
+        await pilot.press("b")
+        await pilot.pause()
+        path = out / "budget.svg"
+        path.write_text(app.export_screenshot(title="ietop — budget (the seeds' example)"), encoding="utf-8")
+    return path
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ietop.model.budget import GIB, Budget, Figure, Footprint, gib
+from ietop.model.budget import Budget, Figure, Footprint, gib, gib_number
 
 SCHEMA = "ietop.budget/1"
 
@@ -69,8 +69,7 @@ def document(budget: Budget, paths: Sequence[str]) -> dict[str, Any]:
 def _cell(f: Figure | None) -> str:
     if f is None:
         return "?"
-    # Under 1 GiB two decimals: an embedder's 0.3 GiB or MLX's prompt cache of 0.02 GB is not "0.0".
-    return ("~" if f.estimated else "") + (f"{f.size / GIB:.1f}" if f.size >= GIB else f"{f.size / GIB:.2f}")
+    return ("~" if f.estimated else "") + gib_number(f.size)
 
 
 def _where(f: Figure | None, paths: Sequence[str]) -> str:

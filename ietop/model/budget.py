@@ -123,6 +123,11 @@ def gib(size: int | None) -> str:
     return "?" if size is None else f"{size / GIB:.1f} GiB"
 
 
+def gib_number(size: int) -> str:
+    """GiB for a table: under 1 GiB with two decimals (an embedder's 0.3 GiB, a 0.02 GB prompt cache is not 0.0)."""
+    return f"{size / GIB:.1f}" if size >= GIB else f"{size / GIB:.2f}"
+
+
 def _sum(parts: Sequence[Figure | None], how: str) -> Figure | None:
     if any(p is None for p in parts):
         return None

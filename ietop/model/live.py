@@ -11,6 +11,8 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ietop.model.budget import build
+from ietop.model.budget_inputs import gather
 from ietop.model.hints import HintContext, HintEngine
 from ietop.model.records import Load, Request, Simple, Unload
 from ietop.model.snapshot import EngineRow, LogGpu, Snapshot, SourceRow
@@ -111,6 +113,9 @@ class LiveView:
             return engines[src] if 0 <= src < len(engines) else ""
 
         cfg = store.settings
+        timeline = build_timeline(loads, unloads, names)
+        # The same inputs as `ietop budget`, over the loads the view holds (at most `keep`): no I/O, no host.
+        budget_inputs = gather(store, loads, unloads, intervals=timeline)
         base = Snapshot(
             version=store.version,
             now=0.0,  # the window's fields (now, window_s, latency, hints) are filled per call
@@ -121,7 +126,7 @@ class LiveView:
             requests=tuple(reversed(self.requests)),
             events=event_rows(loads, unloads, self.simple, names, engine_of=engine_of),
             hints=(),
-            timeline=build_timeline(loads, unloads, names),
+            timeline=timeline,
             sources=tuple(SourceRow(s.path, s.engine, s.lines, s.unparsed_lines, s.version, s.failed)
                           for s in store.sources),
             configured=dict(cfg.configured),
@@ -129,6 +134,8 @@ class LiveView:
             counts=dict(store.counts),
             aliases=dict(store.loads.aliases),
             log_gpus=log_gpus(store),
+            budget=build(budget_inputs),
+            budget_inputs=budget_inputs,
         )
         # By time, for the windows' bisection (samples arrive in apply order, nearly sorted: a cheap sort).
         return _RecordParts(store.version, pending_loads, pending_unloads, sorted(self.samples, key=sample_time), base)

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from ietop.model.hints import Hint
 from ietop.model.names import resolve
 from ietop.model.records import Ref, Request
+
+if TYPE_CHECKING:  # the budget's module imports Interval from here
+    from ietop.model.budget import Budget, BudgetInputs
 
 WINDOWS = (60.0, 300.0, 900.0)
 """The latency windows keys 1/2/3 switch between: 1m, 5m, 15m."""
@@ -139,6 +143,11 @@ class Snapshot:
     aliases: dict[str, str]
     """Blob (`sha256-…`) → model name, learned from DEBUG lines; records made earlier carry the blob."""
     log_gpus: tuple[LogGpu, ...] = ()
+    budget: Budget | None = None
+    """Which models fit together and what a swap costs (`ietop budget`), from the loads the view holds; its
+    usable size is None when no log line names a device (the dashboard may then know this host's)."""
+    budget_inputs: BudgetInputs | None = None
+    """What `budget` was built from: rebuilt with this host's memory when the logs give none."""
 
     def model_name(self, model: str | None) -> str | None:
         return resolve(model, self.aliases)

@@ -7,7 +7,6 @@ the main loop. The screen redraws on a 0.5 s timer and only when the snapshot ch
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -115,6 +114,7 @@ class IetopApp(PanelControls, ReplayControls):
         Binding("J", "jump_back", "previous event", show=False),
         Binding("t", "timeline", "timeline"),
         Binding("m", "models", "models", show=False),
+        Binding("b", "budget", "budget", show=False),
         Binding("e", "events", "events"),
         Binding("c", "columns", "columns"),
         Binding("ctrl+s", "dump", "save text", show=False),
@@ -352,20 +352,6 @@ class IetopApp(PanelControls, ReplayControls):
     def lookup(self, ref: Ref) -> tuple[str, str | None]:
         path = self.store.sources[ref.src].path if ref.src < len(self.store.sources) else "?"
         return path.replace("\\", "/").rsplit("/", 1)[-1], self.evidence.lookup(ref.src, ref.line)
-
-    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
-                           time_format: str | None = None) -> str | None:
-        """The command palette's "Screenshot": an SVG in the current directory (Textual's default, the
-        Downloads folder, is often missing on a server) and a toast naming the file, or why it was not saved."""
-        directory = path or os.getcwd()
-        try:
-            saved = self.save_screenshot(filename, directory, time_format)
-        except OSError as exc:
-            self.notify(clean(f"screenshot not saved in {directory}: {exc.strerror or exc}"), severity="error",
-                        timeout=8, markup=False)
-            return None
-        self.notify(clean(f"screenshot saved: {saved}"), timeout=6, markup=False)
-        return saved
 
     # -- actions -------------------------------------------------------------------------------
     def action_help(self) -> None:

@@ -1,6 +1,7 @@
 """What the dashboard's keys do to its panels: which columns show (`c`), the filter (`/`) and sort (`s`, `S`, `r`)
 of Requests, Events in a small terminal (`e`); what a narrow panel hid (its subtitle); the screen as plain
-text (`ctrl+s`), for a bug report or a chat where an SVG will not do; and the per-model figures (`m`)."""
+text (`ctrl+s`), for a bug report or a chat where an SVG will not do, and the palette's screenshot; the per-model
+figures (`m`) and the memory budget (`b`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from textual.css.query import NoMatches
 from textual.widgets import Input
 
 from ietop.model.snapshot import Snapshot
+from ietop.pipeline.hardware import Hardware
 from ietop.tui.format import clean
+from ietop.tui.screens.budget import BudgetScreen
 from ietop.tui.screens.columns import ColumnsScreen
 from ietop.tui.screens.models import ModelsScreen
 from ietop.tui.widgets.events import EventsTable
@@ -57,6 +60,7 @@ class PanelControls(App[None]):
     """The app's panel keys (mixed into IetopApp): columns, the text dump, Events, the filter and the sort."""
 
     snap: Snapshot | None
+    hardware: Hardware | None
 
     def _compact(self) -> bool:
         return self.screen_stack[0].has_class("-compact")
@@ -90,6 +94,11 @@ class PanelControls(App[None]):
         if self.snap is not None:
             self.push_screen(ModelsScreen(self.snap))
 
+    def action_budget(self) -> None:
+        """`b`: which models fit together and what a swap costs; it follows new loads while open."""
+        if self.snap is not None:
+            self.push_screen(BudgetScreen(lambda: (self.snap, self.hardware)))
+
     def action_dump(self) -> None:
         """ctrl+s: the screen as plain text, in the current directory; the toast names the file."""
         path = os.path.join(os.getcwd(), time.strftime("ietop-screen-%Y%m%d-%H%M%S.txt"))
@@ -101,6 +110,20 @@ class PanelControls(App[None]):
                         markup=False)
             return
         self.notify(clean(f"screen saved as text: {path}"), timeout=6, markup=False)
+
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """The command palette's "Screenshot": an SVG in the current directory (Textual's default, the
+        Downloads folder, is often missing on a server) and a toast naming the file, or why it was not saved."""
+        directory = path or os.getcwd()
+        try:
+            saved = self.save_screenshot(filename, directory, time_format)
+        except OSError as exc:
+            self.notify(clean(f"screenshot not saved in {directory}: {exc.strerror or exc}"), severity="error",
+                        timeout=8, markup=False)
+            return None
+        self.notify(clean(f"screenshot saved: {saved}"), timeout=6, markup=False)
+        return saved
 
     # -- Requests: filter and sort -------------------------------------------------------------
     def action_events(self) -> None:

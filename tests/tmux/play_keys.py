@@ -307,6 +307,8 @@ def steps(size: tuple[int, int]) -> list[Step]:
         Step("escape (closes timeline)", ["Escape"], no_title("Residency timeline")),
         Step("m", ["=m"], title("Models")),
         Step("escape (closes models)", ["Escape"], both(no_title("Models"), title("Requests"))),
+        Step("b", ["b"], title("Budget")),
+        Step("escape (closes budget)", ["Escape"], both(no_title("Budget"), title("Requests"))),
         *events_key,
         Step("c", ["=c"], shows("columns shown")),
         Step("escape (closes columns)", ["Escape"], gone("columns shown")),

@@ -72,9 +72,11 @@ async def test_replay_lines_fit_the_panel(size: tuple[int, int]) -> None:
         assert lines[2] == "  in use at 14:05:41"
         # The log's reading is from before the resident model's load: it does not count it, and says so.
         assert lines[3] == "  before qwen3:8b loaded"
-        # The budget, then the models it sums (the last lines are what a short panel loses).
+        # The budget, what would not fit beside it (gemma3:27b: 6.6 + 19.4 GiB of 24.0; its load took 12.4 s),
+        # then the models it sums (the last lines are what a short panel loses).
         assert lines[4] == "budget 27% of VRAM" and lines[5].endswith(" 6.6/24.0 GiB")
-        assert lines[6:] == [f"  {'qwen3:8b':<{width - 10}} 6.6 GiB"]
+        assert lines[6] == "+gemma3 ✗ swap 12.4s"
+        assert lines[7:] == [f"  {'qwen3:8b':<{width - 10}} 6.6 GiB"]
         too_wide = [line for line in lines if len(line) > width]
         assert not too_wide, (width, too_wide)
 

@@ -24,6 +24,8 @@ KEYS = (
     ("ctrl+s", "save the screen as plain text in the current directory"),
     ("1 / 2 / 3", "latency and hint window: 1, 5 or 15 minutes"), ("t", "residency timeline"),
     ("m", "per model: requests, cold loads, TTFT, tokens/s, sizes, loads, evictions, residency"),
+    ("b", "memory budget: each model's weights, KV and total, which pairs fit together (GiB to spare or short), "
+          "what a swap costs, and the rules (as `ietop budget`)"),
     ("e", "the Events panel (on a small terminal it takes the place of Requests; e again swaps back)"),
     ("p", "pause (replay: stops the clock; live: freezes the screen)"), ("n", "replay: step one event while paused"),
     ("j", "replay: run to the next load, unload, truncation or error (a new Events row) and pause there"),

@@ -1,7 +1,7 @@
 """Memory: each GPU (NVML) or the host's unified memory, the per-model breakdown and the budget line.
 
 The budget line answers the eviction question directly: do the resident models, plus the next one,
-fit in what this device has?"""
+fit in what this device has? The `next:` line under it answers it per model, from the memory budget (`b`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
+from ietop.model.budget import Budget
 from ietop.model.snapshot import Snapshot
 from ietop.pipeline.hardware import Hardware
-from ietop.tui.format import bar, clean, clock, elide, size
+from ietop.tui.format import bar, clean, clock, elide, secs, size
+from ietop.tui.screens.budget import budget_here
 
 
 def _na(value: object, unit: str) -> str:
@@ -32,8 +34,9 @@ class MemoryPanel(Static):
         the log names."""
         # Before the first layout there is no size yet: the narrowest the stylesheet allows.
         width = self.content_size.width or NARROWEST
+        budget = budget_here(snap, hw)
         key = (hw, width, snap.log_gpus, tuple((r.model, r.size_bytes, r.vram_bytes) for r in snap.resident),
-               live_note)
+               live_note, budget)
         if key == self._shown:
             return
         self._shown = key
@@ -84,7 +87,7 @@ class MemoryPanel(Static):
                 parts.append(Text(f"{who}: {what}", style="dim"))
             else:
                 parts.extend((Text(who, style="dim"), Text(f"  {what}", style="dim")))
-        parts.extend(_breakdown(snap, hw, width))
+        parts.extend(_breakdown(snap, hw, width, _next_line(budget, snap, width)))
         if tuple(parts) == self._parts:
             return  # a new sample that reads the same on screen (host memory moves by MiBs, shown by 0.1 GiB)
         # A layout pass of the whole screen (~15 ms) only when the panel's height may change: another number
@@ -121,14 +124,71 @@ def _gauge(used: int | None, total: int | None, width: int) -> Text:
     return Text(indent) + bar(used, total, max(2, room - len(indent))) + Text(tail)
 
 
-def _breakdown(snap: Snapshot, hw: Hardware, width: int) -> Sequence[Text]:
+def _next_line(budget: Budget | None, snap: Snapshot, width: int) -> Text | None:
+    """`next: vision fits · reasoner no (swap 58.3s)` (narrower: `+reasoner ✗ swap 58.3s · +vision ✓`): the models
+    not resident that would fit beside the resident ones, and the first that would not with what loading it
+    costs. None unless the budget knows the usable memory and every resident model's size."""
+    if budget is None or budget.usable.size is None or not snap.resident:
+        return None
+    sizes = {_short(f.model): f.total.size for f in budget.models if f.total is not None}
+    held = {_short(r.model): sizes.get(_short(r.model), r.size_bytes) for r in snap.resident}
+    if any(v is None for v in held.values()):
+        return None
+    room = budget.usable.size - sum(v or 0 for v in held.values())
+    fits: list[str] = []
+    first_not: tuple[str, float | None] | None = None
+    for f in budget.models:
+        if _short(f.model) in held or f.total is None:
+            continue
+        if f.total.size <= room:
+            fits.append(f.model)
+        elif first_not is None:
+            first_not = (f.model, f.load_s)
+    if not fits and first_not is None:
+        return None
+    named = [*fits, *([first_not[0]] if first_not else [])]
+    swap = "?" if first_not is None or first_not[1] is None else secs(first_not[1])
+    short = _tagless(named)
+    # The widest wording that fits: full names, then without their tags (when still unambiguous).
+    for name in ({n: n for n in named}, short):
+        said = [f"{clean(name[n])} fits" for n in fits]
+        if first_not is not None:
+            said.append(f"{clean(name[first_not[0]])} no (swap {swap})")
+        text = "next: " + " · ".join(said)
+        if cell_len(text) <= width:
+            return Text(text, style="dim")
+    # Then `+model ✗`/`✓`, the one that does not fit first, and as many that fit as there is room for: what
+    # is left out is a name that fits, never the swap's cost.
+    said = [f"+{clean(short[n])} ✓" for n in fits]
+    if first_not is not None:
+        said.insert(0, f"+{clean(short[first_not[0]])} ✗ swap {swap}")
+    kept = list(said)
+    while len(kept) > 1 and cell_len(" · ".join([*kept, "…"])) > width:
+        kept.pop()
+    text = " · ".join(kept if len(kept) == len(said) else [*kept, "…"])
+    return Text(elide(text, width), style="dim")
+
+
+def _short(model: str) -> str:
+    return model.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _tagless(names: Sequence[str]) -> dict[str, str]:
+    """Each name without its path and `:tag`, unless two would then read the same."""
+    short = {n: _short(n).split(":", 1)[0] or n for n in names}
+    return short if len(set(short.values())) == len(short) else {n: n for n in names}
+
+
+def _breakdown(snap: Snapshot, hw: Hardware, width: int, next_line: Text | None = None) -> Sequence[Text]:
+    then = [next_line] if next_line is not None else []
     sized = [r for r in snap.resident if r.size_bytes]
     if not sized:
         if not snap.resident:
             return []
         # Where each engine's sizes would come from (once per engine, in the rows' order).
         where = "; ".join(dict.fromkeys(_SIZES_FROM[r.engine] for r in snap.resident if r.engine in _SIZES_FROM))
-        return [Text(f"per-model sizes: unknown ({where})" if where else "per-model sizes: unknown", style="dim")]
+        return [Text(f"per-model sizes: unknown ({where})" if where else "per-model sizes: unknown", style="dim"),
+                *then]
     models = []
     for r in sized:
         amount = size(r.size_bytes)
@@ -139,11 +199,11 @@ def _breakdown(snap: Snapshot, hw: Hardware, width: int) -> Sequence[Text]:
     budget = (sum(g.memory_total or 0 for g in hw.gpus) or sum(g.total_bytes or 0 for g in snap.log_gpus)
               or (hw.host.total if hw.host else 0))
     if not budget:
-        return [Text("resident:", style="bold"), *models]
-    # The sum first, then its parts: when the panel is too short for every model, the last ones fall off
-    # its bottom edge, not the budget line.
+        return [Text("resident:", style="bold"), *models, *then]
+    # The sum first, what would fit beside it, then its parts: when the panel is too short for every model,
+    # the last ones fall off its bottom edge, not the budget lines.
     frac = total / budget
     style = "bold red" if frac > 0.9 else "yellow" if frac > 0.75 else "green"
     where = "VRAM" if hw.gpus or snap.log_gpus else "RAM"
     return [Text("budget ", style="bold") + Text(f"{frac:.0%} of {where}", style=style),
-            _gauge(total, budget, width), *models]
+            _gauge(total, budget, width), *then, *models]

@@ -14,12 +14,14 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from ietop import __version__
-from ietop.cli_args import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, Parser, failure_line, interval, say_repeated, speed
+from ietop.cli_args import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, Parser, failure_line, say_repeated, speed
 from ietop.cli_budget import register as register_budget
 from ietop.cli_compare import register as register_compare
 from ietop.cli_completion import SHELLS
 from ietop.cli_config import DASHBOARD_COMMANDS, ConfigError, add_config_flags, add_theme_flag, parse
+from ietop.cli_export import register as register_export
 from ietop.cli_help import help_for
+from ietop.cli_live import add_live_flags, live_plan, paths_problem
 from ietop.runtime import tune_gc
 
 if TYPE_CHECKING:
@@ -29,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="ietop", description="top for local LLM inference engines (Ollama, MLX, vLLM).",
                      **help_for(None))
     parser.add_argument("--version", action="version", version=f"ietop {__version__}")
-    _add_live_flags(parser)
+    add_live_flags(parser)
     add_config_flags(parser, top=True)
     sub = parser.add_subparsers(dest="command", parser_class=Parser)
 
@@ -88,29 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("shell", choices=SHELLS, metavar="SHELL", help=f"one of {', '.join(SHELLS)}")
     register_compare(sub)
     register_budget(sub)
+    register_export(sub)
     return parser
-
-
-def _add_live_flags(parser: argparse.ArgumentParser) -> None:
-    live = parser.add_argument_group("live dashboard (`ietop` with no command)")
-    live.add_argument("--ollama", action="append", default=[], metavar="URL",
-                      help="poll this Ollama (repeatable; default $OLLAMA_HOST or 127.0.0.1:11434)")
-    live.add_argument("--vllm", action="append", default=[], metavar="URL",
-                      help="poll this vLLM server (repeatable; default 127.0.0.1:8000)")
-    live.add_argument("--mlx", action="append", default=[], metavar="URL",
-                      help="poll this mlx_lm.server (repeatable; default 127.0.0.1:8080)")
-    live.add_argument("--log", action="append", default=[], metavar="[ENGINE:]PATH",
-                      help="follow this log (repeatable; - is stdin); the engine is detected unless given")
-    live.add_argument("--journal", action="append", default=[], metavar="UNIT",
-                      help="follow a systemd unit's journal (journalctl -f -o json)")
-    live.add_argument("--docker", action="append", default=[], metavar="CONTAINER",
-                      help="follow a container's log (docker logs -f -t)")
-    live.add_argument("--interval", type=interval, default=2.0, metavar="S", help="seconds between polls (default 2)")
-    live.add_argument("--proxy", metavar="[HOST:]PORT",
-                      help="also run `ietop proxy` on this port (127.0.0.1) and show its exact measurements")
-    live.add_argument("--proxy-upstream", metavar="URL",
-                      help="where --proxy forwards to (default: the first engine polled)")
-    add_theme_flag(live, top=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -163,7 +144,7 @@ def _analyze(args: argparse.Namespace) -> int:
         print(f"ietop: error: --since {args.since} is after --until {args.until}: nothing could be in the window",
               file=sys.stderr)
         return EXIT_USAGE
-    if (problem := _paths_problem(args.paths)) is not None:
+    if (problem := paths_problem(args.paths)) is not None:
         print(f"ietop: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
     from ietop.sources.inputs import readable
@@ -171,15 +152,6 @@ def _analyze(args: argparse.Namespace) -> int:
     with readable(args.paths) as inputs:
         say_repeated(inputs.repeated)
         return _analyze_inputs(args, inputs.read, inputs.names, since, until)
-
-
-def _paths_problem(paths: Sequence[str]) -> str | None:
-    """The first path that cannot be read, in one line (before any work, and before a screen opens)."""
-    from ietop.sources.inputs import STDIN, path_problem
-
-    if sum(p == STDIN for p in paths) > 1:
-        return "- (standard input) can be given once"
-    return next((problem for p in paths if (problem := path_problem(p)) is not None), None)
 
 
 def _analyze_inputs(args: argparse.Namespace, paths: list[str], names: dict[str, str], since: float | None,
@@ -289,7 +261,7 @@ def _replay(paths: Sequence[str], speed: float, engine: str | None, title: str, 
     except ValueError as exc:
         print(f"ietop: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if (problem := _paths_problem(paths)) is not None:
+    if (problem := paths_problem(paths)) is not None:
         print(f"ietop: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
     from ietop.sources.inputs import readable
@@ -309,20 +281,10 @@ def _replay(paths: Sequence[str], speed: float, engine: str | None, title: str, 
 
 
 def _live(args: argparse.Namespace) -> int:
-    from ietop.pipeline.discover import plan
     from ietop.pipeline.ingest import FormatError, SourceError
 
-    p = plan(args.ollama, args.vllm, args.mlx, args.log, args.journal, args.docker, proxy=args.proxy,
-             proxy_upstream=args.proxy_upstream)
-    from ietop.sources.inputs import path_problem
-
-    for engine, path in p.logs:
-        problem = path_problem(path)
-        missing = problem is not None and problem.endswith(": no such file")
-        if problem is None or (missing and engine):  # a log named with its engine is waited for
-            continue
-        hint = f" (to wait for it, name the engine: --log ollama:{path})" if missing else ""
-        print(f"ietop: error: {problem}{hint}", file=sys.stderr)
+    p = live_plan(args)
+    if p is None:
         return EXIT_USAGE
     from ietop.tui.run import live_app
 

@@ -61,12 +61,12 @@ def _gib(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ietop.cli import _paths_problem  # the same one-line check analyze makes
+    from ietop.cli_live import paths_problem  # the same one-line check analyze makes
 
     if not args.paths and not args.ollama:
         print("ietop: error: give a log PATH, an --ollama URL, or both", file=sys.stderr)
         return EXIT_USAGE
-    if (problem := _paths_problem(args.paths)) is not None:
+    if (problem := paths_problem(args.paths)) is not None:
         print(f"ietop: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
     for url in args.ollama:

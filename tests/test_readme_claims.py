@@ -26,7 +26,7 @@ from ietop.tui.screens.columns import ColumnsScreen
 from ietop.tui.widgets.rowtable import RowTable
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-COMMANDS = ("analyze", "compare", "budget", "proxy", "replay", "demo", "completion")
+COMMANDS = ("analyze", "compare", "budget", "export", "proxy", "replay", "demo", "completion")
 TOP = ""
 """The section and parser of `ietop` itself (the live dashboard)."""
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")

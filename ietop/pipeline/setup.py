@@ -1,4 +1,4 @@
-"""What `ietop` (and, to come, a headless exporter) watches, built from a discovery plan: a store, its evidence
+"""What `ietop` and `ietop export` watch, built from a discovery plan: a store, its evidence
 ring and one feed per log, journal, container and proxy. Fails before anything starts (one line)."""
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ def new_store() -> tuple[Store, LiveView, Evidence]:
     return store, view, Evidence()
 
 
-def live_feeds(store: Store, evidence: Evidence, plan: Plan, open_stdin: Callable[[], BinaryIO]) -> list[object]:
+def live_feeds(store: Store, evidence: Evidence, plan: Plan, open_stdin: Callable[[], BinaryIO],
+               read_back: int = READ_BACK_BYTES) -> list[object]:
     """One feed per source of the plan; `open_stdin()` gives the stream a `--log -` reads (the dashboard moves
-    it off fd 0, which it needs for keys). Raises ValueError for a plan that cannot run."""
+    it off fd 0, which it needs for keys); each log is read back up to `read_back` bytes to its server's current
+    run. Raises ValueError for a plan that cannot run."""
     from ietop.pipeline.ingest import sniff
     from ietop.sources.procs import CommandLines, StdinLines, docker_argv, journal_argv
 
@@ -33,7 +35,7 @@ def live_feeds(store: Store, evidence: Evidence, plan: Plan, open_stdin: Callabl
         if path == "-":
             feeds.append(CommandFeed(store, "stdin", engine or "ollama", evidence, StdinLines(open_stdin())))
             continue
-        feeds.append(TailFeed(store, path, engine or sniff(path), evidence, read_back=READ_BACK_BYTES))
+        feeds.append(TailFeed(store, path, engine or sniff(path), evidence, read_back=read_back))
     for engine, unit in plan.journals:
         feeds.append(CommandFeed(store, f"journal:{unit}", engine, evidence, CommandLines(journal_argv(unit)),
                                  journal_json=True))

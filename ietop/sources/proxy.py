@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import dataclasses
 import errno
-import ipaddress
 import logging
 import os
 import resource
@@ -33,6 +32,7 @@ from typing import Any, Protocol
 
 import uvicorn
 
+from ietop.sources.listen import parse_listen as parse_listen
 from ietop.sources.proxy_app import ASGIApp, ProxyApp, make_app
 from ietop.sources.proxy_guard import BODY_IDLE_S, HEAD_TIMEOUT_S, protocol_class
 from parsers.api.proxy_log import from_json, to_json
@@ -56,37 +56,6 @@ DEFAULT_LISTEN = "127.0.0.1:11435"
 DEFAULT_UPSTREAM = "http://127.0.0.1:11434"
 
 log = logging.getLogger("ietop.proxy")
-
-
-def parse_listen(listen: str, *, allow_remote: bool = False) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:PORT`` for IPv6, ``:PORT`` or ``PORT`` for 127.0.0.1) to (host, port).
-
-    Raises:
-        ValueError: one line, for a malformed address, or a non-loopback one without ``allow_remote``.
-    """
-    text = listen.strip()
-    host, sep, port_text = text.rpartition(":")
-    if not sep:
-        host, port_text = "", text
-    host = host.strip("[]") or "127.0.0.1"
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ValueError(f"listen address must be HOST:PORT, not {listen!r}") from None
-    if not 0 <= port <= 65535:
-        raise ValueError(f"listen port out of range: {port}")
-    if not allow_remote and not _is_loopback(host):
-        raise ValueError(f"refusing to listen on {host}: not a loopback address")
-    return host, port
-
-
-def _is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve anywhere
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(ProxyRequest))

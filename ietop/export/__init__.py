@@ -1,0 +1,1 @@
+"""`ietop export`: the headless exporter (Prometheus metrics for fleets)."""

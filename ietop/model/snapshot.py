@@ -52,6 +52,9 @@ class ResidentRow:
     evictions: int = 0
     last_load_s: float | None = None
     ref: Ref | None = None
+    host: str | None = None
+    """`host:port` of the server holding it: the polled URL's, or the address its log said it listens on (this
+    host's other names read 127.0.0.1); None when neither says (a log with no listen line, or a wildcard one)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from functools import partial
 from typing import Any
+from urllib.parse import urlsplit
 
 from ietop.model.config import configured_context
 from ietop.model.records import Load, Simple, Unload
@@ -181,6 +182,29 @@ def _newest(records: Iterable[Any], limit: int, when: Callable[[Any], float]) ->
 
 
 # -- residency ---------------------------------------------------------------------------------
+_THIS_HOST = frozenset({"localhost", "::1", "0.0.0.0", "::"})
+_WILDCARD = frozenset({"0.0.0.0", "::"})
+
+
+def host_port(address: str | None, *, listen: bool = False) -> str | None:
+    """`host:port` of a polled URL or of a listen address a log gave (`127.0.0.1:11434`, `[::]:11434`,
+    `http://0.0.0.0:8000`). This host's other names read 127.0.0.1, so `--ollama localhost:11434` and `--vllm
+    127.0.0.1:8000` are one host. A wildcard the engine *listens* on names no machine (the log may come from
+    any): None; a URL polled at 0.0.0.0 reaches this one."""
+    if not address:
+        return None
+    try:
+        parts = urlsplit(address if "://" in address else f"//{address}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not host or (listen and host in _WILDCARD):
+        return None
+    host = "127.0.0.1" if host in _THIS_HOST else host
+    port = port or (443 if parts.scheme == "https" else 80)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload]) -> tuple[ResidentRow, ...]:
     ctx_claim = configured_context(store.settings.configured)
     rows: list[ResidentRow] = []
@@ -207,6 +231,16 @@ def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload]
             return None, 0, 0
         return last_ok.get(key), n_ok.get(key, 0), n_evicted.get(key, 0)
 
+    def listen(src: int | None) -> str | None:
+        """Where the server that wrote log `src` listens (its own start-up line), when the store kept it."""
+        if src is None:
+            return None
+        said = store.vllm_startup(src).get("listen")
+        ref = store.settings.effective_ref.get("listen")
+        if not isinstance(said, str) and ref is not None and ref.src == src:
+            said = store.settings.effective.get("listen")  # one value for all logs: only the log that said it
+        return host_port(said if isinstance(said, str) else None, listen=True)
+
     def per_slot(ld: Load | None) -> int | None:
         if ld is None or ld.ctx is None:
             return None
@@ -222,13 +256,14 @@ def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload]
         if server is not None and server.state == "down":
             continue
         engine = server.engine if server is not None else "ollama"
+        host = host_port(endpoint)
         for m in residency.models:
             last, n, ev = history(m.name)
             expires = m.expires_at.timestamp() if m.expires_at is not None else None
             rows.append(ResidentRow(engine, m.name, "api/ps", m.size, m.size_vram, m.context_length or per_slot(last),
                                     ctx_claim, last.parallel if last else None,
                                     last.t_end if last else None, expires, n, ev,
-                                    last.duration_s if last else None, last.ref if last else None))
+                                    last.duration_s if last else None, last.ref if last else None, host))
             seen.add(_short(m.name))
     for model, since in store.loads.resident.items():
         if _short(model) in seen:
@@ -249,13 +284,14 @@ def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload]
                                 ctx=ctx,
                                 ctx_configured=claim, parallel=last.parallel if last else None,
                                 loaded_since=since, loads=n, evictions=ev,
-                                last_load_s=last.duration_s if last else None, ref=last.ref if last else None))
+                                last_load_s=last.duration_s if last else None, ref=last.ref if last else None,
+                                host=listen(last.ref.src if last else None)))
     for src, model, state in store.mlx_processes():
         if not model or _short(model) in seen or state in ("dead", "down"):
             continue
         seen.add(_short(model))
         name = model if model != "default" else f"default model ({_short(store.sources[src].path)})"
-        rows.append(ResidentRow("mlx", name, "process"))
+        rows.append(ResidentRow("mlx", name, "process", host=listen(src)))
     for st in store.engines.values():
         if st.engine == "vllm" and st.state == "up" and st.models:
             for model in st.models:
@@ -263,7 +299,7 @@ def resident_rows(store: Store, loads: Sequence[Load], unloads: Sequence[Unload]
                     seen.add(_short(model))
                     size, ctx, claim = vllm_figures(store.vllm_startup())
                     rows.append(ResidentRow("vllm", model, "models", size, ctx=st.context or ctx, ctx_configured=claim,
-                                            loaded_since=st.since))
+                                            loaded_since=st.since, host=host_port(st.endpoint)))
     return tuple(rows)
 
 

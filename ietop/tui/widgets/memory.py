@@ -1,7 +1,9 @@
 """Memory: each GPU (NVML) or the host's unified memory, the per-model breakdown and the budget line.
 
 The budget line answers the eviction question directly: do the resident models, plus the next one,
-fit in what this device has? The `next:` line under it answers it per model, from the memory budget (`b`)."""
+fit in what this device has? The `next:` line under it answers it per model, from the memory budget (`b`).
+With models resident on several hosts, what each host holds instead: this host's devices say nothing about
+another's memory, so one budget over all of them would mislead."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from ietop.model.snapshot import Snapshot
 from ietop.pipeline.hardware import Hardware
 from ietop.tui.format import bar, clean, clock, elide, secs, size
 from ietop.tui.screens.budget import budget_here
+from ietop.tui.widgets.residency import UNKNOWN_HOST, by_host, machine, several_hosts
 
 
 def _na(value: object, unit: str) -> str:
@@ -35,7 +38,7 @@ class MemoryPanel(Static):
         # Before the first layout there is no size yet: the narrowest the stylesheet allows.
         width = self.content_size.width or NARROWEST
         budget = budget_here(snap, hw)
-        key = (hw, width, snap.log_gpus, tuple((r.model, r.size_bytes, r.vram_bytes) for r in snap.resident),
+        key = (hw, width, snap.log_gpus, tuple((r.model, r.size_bytes, r.vram_bytes, r.host) for r in snap.resident),
                live_note, budget)
         if key == self._shown:
             return
@@ -189,12 +192,17 @@ def _breakdown(snap: Snapshot, hw: Hardware, width: int, next_line: Text | None 
         where = "; ".join(dict.fromkeys(_SIZES_FROM[r.engine] for r in snap.resident if r.engine in _SIZES_FROM))
         return [Text(f"per-model sizes: unknown ({where})" if where else "per-model sizes: unknown", style="dim"),
                 *then]
+    several = several_hosts(snap.resident)
+    if several:
+        sized = by_host(sized)
     models = []
     for r in sized:
         amount = size(r.size_bytes)
         room = max(4, width - 3 - len(amount))
         name = elide(clean(r.model), room)
         models.append(Text(f"  {name}{' ' * (room - cell_len(name))} {amount}"))
+    if several:
+        return [Text("resident per host:", style="bold"), *_per_host(snap, width), *models]
     total = sum(r.size_bytes or 0 for r in sized)
     budget = (sum(g.memory_total or 0 for g in hw.gpus) or sum(g.total_bytes or 0 for g in snap.log_gpus)
               or (hw.host.total if hw.host else 0))
@@ -207,3 +215,18 @@ def _breakdown(snap: Snapshot, hw: Hardware, width: int, next_line: Text | None 
     where = "VRAM" if hw.gpus or snap.log_gpus else "RAM"
     return [Text("budget ", style="bold") + Text(f"{frac:.0%} of {where}", style=style),
             _gauge(total, budget, width), *then, *models]
+
+
+def _per_host(snap: Snapshot, width: int) -> list[Text]:
+    """`127.0.0.2: 7.9 GiB`, one line per host, what its resident models hold (`≥` when one's size is unknown)."""
+    held: dict[str, tuple[int, bool]] = {}
+    for r in by_host(snap.resident):
+        name = machine(r.host) or UNKNOWN_HOST
+        total, unknown = held.get(name, (0, False))
+        held[name] = (total + (r.size_bytes or 0), unknown or not r.size_bytes)
+    lines = []
+    for name, (total, unknown) in held.items():
+        amount = ("≥ " if unknown and total else "") + (size(total) if total else "?")
+        label = elide(clean(name), max(4, width - len(amount) - 2))
+        lines.append(Text(label, style="bold") + Text(f": {amount}"))
+    return lines

@@ -93,6 +93,9 @@ class RowTable(ScrollView, can_focus=True):
         self._drop_order = tuple(self.columns.index(c) for c in drop_order)
         self.chosen_hidden: frozenset[str] = frozenset()
         """Columns the user hid (`c`): never shown, whatever the room."""
+        self.absent: frozenset[str] = frozenset()
+        """Columns with nothing to tell for the rows shown (Residency's `host` while one host is watched): not
+        drawn, and not counted as hidden (the subtitle does not offer them)."""
         self.kept: str | None = None
         """A column that must stay whatever its place in `drop_order` (the sort column)."""
         self.hidden: tuple[str, ...] = ()
@@ -145,7 +148,7 @@ class RowTable(ScrollView, can_focus=True):
         whole columns dropped in `drop_order` until the rest fits. A hidden column has width 0."""
         widths = list(self._natural or (cell_len(text) for text, _style in self._header))
         for i, name in enumerate(self.columns):
-            if name in self.chosen_hidden:
+            if name in self.chosen_hidden or name in self.absent:
                 widths[i] = 0
         room = self.scrollable_content_region.width
         # The vertical scrollbar comes and goes with the row count, after this: count it now, or the last
@@ -172,7 +175,7 @@ class RowTable(ScrollView, can_focus=True):
         for i in reversed(dropped[:-1]):  # a narrower, later column may fit where a wide one did not
             if over() + natural[i] + GAP <= 0:
                 widths[i] = natural[i]
-        hidden = tuple(name for name, w in zip(self.columns, widths, strict=True) if not w)
+        hidden = tuple(name for name, w in zip(self.columns, widths, strict=True) if not w and name not in self.absent)
         self._widths = tuple(widths)
         self.virtual_size = Size(max(0, over() + room), len(self.rows) + 1)
         if hidden != self.hidden:
@@ -193,6 +196,10 @@ class RowTable(ScrollView, can_focus=True):
         self.chosen_hidden = frozenset(n for n in names if n in self.columns)
         self._fit()
         self.refresh()
+
+    def set_absent(self, names: Sequence[str]) -> None:
+        """The columns that have nothing to tell now (see `absent`); set before `set_rows`, which fits them."""
+        self.absent = frozenset(n for n in names if n in self.columns)
 
     def keep_column(self, name: str | None) -> None:
         self.kept = name

@@ -247,3 +247,22 @@ def test_no_counter_is_served_until_the_read_back_is_done(tmp_path: Path, monkey
     before = [total for done, total in seen if not done]
     assert before and all(total is None for total in before)  # scrapes during the read-back: no counter at all
     assert seen[-1] == (True, analyze_sums([log])["ietop_model_loads_total"])
+
+
+def test_hostile_model_names_stay_label_values(tmp_path: Path) -> None:
+    """Model names are log text: quotes, backslashes, newlines and escape sequences in them must come out as
+    escaped label values of a valid exposition, never as extra series or broken lines."""
+    seed = (ROOT / "fixtures" / "synthetic" / "seed-budget.log").read_text(encoding="utf-8")
+    hostile = 'vision"} 1\\nfake_total 9 \\x1b[2J:27b'
+    log = tmp_path / "server.log"
+    log.write_text(seed.replace("vision:27b-q8", hostile), encoding="utf-8")
+    with exporter("--log", f"ollama:{log}") as ex:
+        ex.wait_for("ietop_model_loads_total", 6.0)
+        text = ex.scrape()
+        models = {labels.get("model") for labels, _v in ex.samples()["ietop_model_loads_total"]}
+    assert not any(line.startswith("fake_total") for line in text.splitlines())
+    assert any(m is not None and m.startswith('vision"}') for m in models), models
+    if shutil.which("promtool"):
+        done = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True,
+                              check=False)
+        assert done.returncode == 0, done.stdout + done.stderr

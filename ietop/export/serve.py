@@ -10,6 +10,7 @@ No Textual import anywhere on this path (tests/test_architecture.py keeps it so)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -85,9 +86,11 @@ class Exporter:
         try:
             await self._done.wait()  # no wake-ups while idle: stop() sets it
         finally:
+            self._stop.set()
             if poll is not None:
                 poll.cancel()
-            self._stop.set()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await poll
 
     async def _poll(self) -> None:
         from ietop.pipeline.polling import poll_forever

@@ -167,6 +167,9 @@ def test_two_engines_on_two_hosts_are_two_instances(two_hosts: list[str]) -> Non
         resident = ex.samples()["ietop_model_resident"]
         by_host = {labels["instance"] for labels, _v in resident}
         assert by_host == up and len(resident) >= 3  # two models on one host, at least one on the other
+    # SIGTERM: exit 0, and its start line is all it said (no warning of a task left pending at exit).
+    assert ex.returncode == 0 and ex.stderr.count("\n") == 1, ex.stderr  # type: ignore[attr-defined]
+    assert ex.stderr.startswith("ietop export: serving http://127.0.0.1:")  # type: ignore[attr-defined]
 
 
 @pytest.mark.skipif(

@@ -28,6 +28,10 @@ PATHS = {
 """What is polled per engine: never an endpoint that loads a model (see reference/ollama-api.md), and never one
 whose answer makes the engine log an error."""
 SAMPLE_S = 2.0
+BACKOFF_MAX_S = 10.0
+"""Longest wait between two tries of an engine address where nothing listens (``Poller``'s backoff): an engine
+started after ietop shows within this many seconds (plus one poll timeout at worst), and three engines that are
+not running cost a try each per 10 s instead of five refused GETs every 2 s (bench/polling_idle.py)."""
 
 
 def poll_urls(endpoints: list[tuple[str, str]]) -> dict[str, tuple[str, str, str]]:
@@ -41,7 +45,9 @@ def poll_urls(endpoints: list[tuple[str, str]]) -> dict[str, tuple[str, str, str
 
 
 async def poll_forever(store_of: Callable[[], Store], endpoints: list[tuple[str, str]], interval: float) -> None:
-    """Poll every endpoint each `interval` seconds until cancelled; `store_of()` is the store to apply to."""
+    """Poll every endpoint each `interval` seconds until cancelled; `store_of()` is the store to apply to.
+    An address that refused three rounds in a row is tried less and less often, up to every BACKOFF_MAX_S (or
+    `interval`, if longer): its state stays "down" meanwhile, and an answer puts it back on `interval` at once."""
     import asyncio
 
     import httpx
@@ -59,7 +65,8 @@ async def poll_forever(store_of: Callable[[], Store], endpoints: list[tuple[str,
 
     # trust_env=False: an HTTP(S)_PROXY in the environment must not capture polls of local engines.
     async with httpx.AsyncClient(trust_env=False) as client:
-        poller = Poller(client, list(urls), interval=interval, timeout=min(2.0, max(interval, 0.5)))
+        poller = Poller(client, list(urls), interval=interval, timeout=min(2.0, max(interval, 0.5)),
+                        backoff_max=max(BACKOFF_MAX_S, interval))
         await poller.run(on_result, never)
 
 

@@ -106,7 +106,7 @@ def scrape_bench(models: int, repeat: int) -> dict[str, Any]:
                                             or "_count{" in line) - sum(1 for line in series if "_created{" in line)
     c = Counter("bare_c", "c", ["i"], registry=bare)
     g = Gauge("bare_g", "g", ["i"], registry=bare)
-    h = Histogram("bare_h", "h", ["i"], registry=bare, buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600))
+    h = Histogram("bare_h", "h", ["i"], registry=bare, buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300))
     for i in range(n_counter):
         c.labels(str(i)).inc(i)
     for i in range(max(0, n_gauge)):

@@ -30,10 +30,12 @@ begins at the first line after the previous one stopped)."""
 KEEP = 2000
 STARTUP = (ev.ServerStart, ev.ServerConfig, ev.StartupFact, ev.LoadStart, ev.LoadDecision)
 """The lines a server's run begins with (a banner, its configuration, a first load, listening)."""
-TOKENS = (64.0, 256.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 32768.0, 65536.0, 131072.0)
-SECONDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
-ITL = (0.005, 0.01, 0.02, 0.04, 0.06, 0.1, 0.2, 0.5, 1.0)
-LOAD_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+# Ten buckets or fewer each: a fleet multiplies every bucket by models × hosts (a scrape of 100 models is mostly
+# histogram lines), and these bounds still split each quantity where tuning decisions fall.
+TOKENS = (128.0, 512.0, 2048.0, 4096.0, 8192.0, 16384.0, 32768.0, 131072.0)
+SECONDS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+ITL = (0.01, 0.02, 0.04, 0.06, 0.1, 0.2, 0.5)
+LOAD_SECONDS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
 BUCKETS: dict[str, tuple[float, ...]] = {
     "prompt_tokens": TOKENS, "output_tokens": TOKENS, "duration": SECONDS, "ttft": SECONDS, "itl": ITL,
     "load_seconds": LOAD_SECONDS,

@@ -123,7 +123,10 @@ class Exporter:
         finally:
             self._slots.release()
         if not self.caught_up:
-            self.caught_up = all(feed.tailer.offset >= size for feed, size in self._read_back)
+            if not batch.behind:  # the feed had read everything there was: a file rotated meanwhile counts too
+                self._read_back = [(f, size) for f, size in self._read_back if f.tail.src not in batch.lines]
+            self._read_back = [(f, size) for f, size in self._read_back if f.tailer.offset < size]
+            self.caught_up = not self._read_back
 
     def _sample(self) -> None:
         from ietop.pipeline.polling import sample_forever

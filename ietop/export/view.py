@@ -99,6 +99,12 @@ def _load_t(ld: Load) -> float:
     return ld.t_end if ld.t_end is not None else ld.t_begin
 
 
+def _unload_t(u: Unload) -> float:
+    """When an unload belongs to a run. What a restarting Ollama held is unloaded at its new start line: that
+    ends the old run (it must not open the new one's totals)."""
+    return u.t - 1e-3 if u.server_stopped else u.t
+
+
 def count_load(c: RunCounts, ld: Load) -> None:
     model = ld.model or ""
     _add(c.loads, (model, "ok" if ld.ok else ld.status))
@@ -167,7 +173,7 @@ class ExportView:
                 count_load(c, record)
         elif kind == "unload":
             self.unloads.append(record)
-            if (c := self._run(record.ref.src, record.t)) is not None:
+            if (c := self._run(record.ref.src, _unload_t(record))) is not None:
                 count_unload(c, record)
         elif kind in ("truncation", "error"):
             self._simple(kind, record)
@@ -217,6 +223,6 @@ class ExportView:
             if (c := run_of(ld.ref.src, _load_t(ld))) is not None:
                 count_load(c, ld)
         for u in unloads:
-            if (c := run_of(u.ref.src, u.t)) is not None:
+            if (c := run_of(u.ref.src, _unload_t(u))) is not None:
                 count_unload(c, u)
         return extra, loads

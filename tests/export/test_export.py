@@ -117,7 +117,10 @@ def test_an_engine_restart_is_a_counter_reset(tmp_path: Path) -> None:
             f.write("\n".join(restart) + "\n")
         ex.wait_for("ietop_model_loads_total", 1.0)
         new_created = {labels.get("model"): v for labels, v in ex.samples()["ietop_model_loads_created"]}
+        unloads = ex.samples().get("ietop_model_unloads_total", [])
     assert set(new_created) == {"workhorse:35b-q4"}
+    # What the old server held was unloaded by the restart: the old run's end, not the new run's first unload.
+    assert unloads == []
     assert new_created["workhorse:35b-q4"] > created["workhorse:35b-q4"] + 86_000  # the new run's start
 
 

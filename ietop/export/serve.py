@@ -113,7 +113,10 @@ class Exporter:
                     return
             if loop is None or self._stop.is_set():
                 return
-            loop.call_soon_threadsafe(self._applied, batch)
+            try:
+                loop.call_soon_threadsafe(self._applied, batch)
+            except RuntimeError:  # the loop closed between the check and the call: stopping anyway
+                self._slots.release()
 
         feed.run(post, self._stop)
 
@@ -134,7 +137,8 @@ class Exporter:
         def post(hardware: Hardware, processes: Any) -> None:
             loop = self.loop
             if loop is not None and not self._stop.is_set():
-                loop.call_soon_threadsafe(self._sampled, hardware, processes)
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: stopping anyway
+                    loop.call_soon_threadsafe(self._sampled, hardware, processes)
 
         sample_forever(lambda: self.store, self.plan.endpoints, self._stop, post)
 

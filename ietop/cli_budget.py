@@ -135,68 +135,37 @@ def _budget(args: argparse.Namespace, read: list[str], names: dict[str, str]) ->
 
 
 def _ask(urls: list[str], logs: bool) -> Any:
-    """`/api/ps` and `/api/tags` of each server. Neither loads a model: in Ollama's server/routes.go (read at
-    fb30760, 2026-08) PsHandler lists `s.sched.loadedModels()` and ListHandler the model-list cache of the
-    manifests on disk; neither calls the scheduler's GetRunner. (`/api/show` reads the model file's metadata
-    without loading it either, but the budget needs nothing from it.)"""
-    import httpx
+    """What each --ollama server's `/api/ps` and `/api/tags` say (neither loads a model: see
+    ietop.model.budget_inputs.read_endpoints, which cites Ollama's handlers)."""
+    from ietop.model.budget_inputs import read_endpoints
+    from ietop.sources.http import get_once
 
-    from ietop.model.budget_inputs import Endpoints
-    from parsers.api.engine_api import ollama_ps, ollama_tags
-
-    ps: list[tuple[str, str, int | None, int | None]] = []
-    tags: list[tuple[str, str, int | None]] = []
-    failures: list[str] = []
-    with httpx.Client(timeout=LIVE_TIMEOUT_S, trust_env=False) as client:
-        for url in urls:
-            base = url.rstrip("/")
-            try:
-                got = client.get(f"{base}/api/ps")
-                status, residency = ollama_ps(base, None, got.status_code, got.content, None)
-                listed = client.get(f"{base}/api/tags")
-            except httpx.HTTPError as exc:
-                failures.append(f"{base}: {type(exc).__name__}")
-                continue
-            if residency is None:
-                failures.append(f"{base}: {status.detail}")
-                continue
-            ps.extend((base, m.name, m.size, m.size_vram) for m in residency.models)
-            models = ollama_tags(listed.content) if listed.status_code == 200 else None
-            tags.extend((base, name, size) for name, size in models or ())
+    bases = [url.rstrip("/") for url in urls]
+    got = get_once([f"{base}{path}" for base in bases for path in ("/api/ps", "/api/tags")], LIVE_TIMEOUT_S)
+    answers = [(base, ps.status, ps.body, ps.error if ps.status is None else None, tags.status, tags.body)
+               for base, ps, tags in zip(bases, got[0::2], got[1::2], strict=True)]
+    endpoints, failures = read_endpoints(answers)
     if failures and len(failures) == len(urls) and not logs:
         raise _NoAnswer("no Ollama server answered: " + "; ".join(failures))
     for failure in failures:
         print(f"ietop: {failure}; left out of the budget", file=sys.stderr)
-    return Endpoints(tuple(ps), tuple(tags))
+    return endpoints
 
 
 def _loopback(url: str) -> bool:
-    import ipaddress
     from urllib.parse import urlsplit
 
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    from ietop.sources.listen import is_loopback
+
+    return is_loopback(urlsplit(url).hostname or "")
 
 
 def _machine() -> Any:
     import platform
 
-    from ietop.model.budget_inputs import Machine
-    from ietop.sources.gpu import Nvml
+    from ietop.model.budget_inputs import machine
+    from ietop.sources.gpu import gpu_totals
     from ietop.sources.host import gpu_wired_limit_bytes, host_memory
 
-    gpus: tuple[tuple[str, int], ...] = ()
-    nvml = Nvml()
-    if nvml.start() is None:
-        try:
-            gpus = tuple((g.name or f"GPU {g.index}", g.memory_total) for g in nvml.sample()
-                         if g.memory_total is not None)
-        finally:
-            nvml.close()
-    unified = sys.platform == "darwin" and platform.machine() == "arm64"
-    return Machine(gpus, host_memory().total, unified, gpu_wired_limit_bytes() if unified else None)
+    apple = sys.platform == "darwin" and platform.machine() == "arm64"
+    return machine(gpu_totals(), host_memory().total, gpu_wired_limit_bytes() if apple else None, apple)

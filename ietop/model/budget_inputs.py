@@ -17,6 +17,7 @@ from ietop.model.records import Load, Ref, Unload
 from ietop.model.snapshot import Interval
 from ietop.model.store import Store
 from ietop.model.timeline import build_timeline
+from parsers.api.engine_api import ollama_ps, ollama_tags
 from parsers.ollama.messages import human_bytes
 
 _ALLOCATED = "allocated: the runner's memory line"
@@ -42,6 +43,14 @@ class Machine:
     """`iogpu.wired_limit_mb` when set (the GPU may wire this much of unified memory)."""
 
 
+def machine(gpus: Sequence[tuple[str, int]], host_total: int | None, wired_limit: int | None,
+            apple_silicon: bool) -> Machine:
+    """This machine as the budget counts it, from what was sampled: its GPUs' memory (NVML), else host memory,
+    which is the GPU's too on Apple silicon (then with `iogpu.wired_limit_mb` when set)."""
+    unified = apple_silicon and not gpus
+    return Machine(tuple(gpus), host_total, unified, wired_limit if unified else None)
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoints:
     """What an Ollama server's non-loading endpoints said: `/api/ps` (name, size, size_vram) and `/api/tags`
@@ -49,6 +58,26 @@ class Endpoints:
 
     ps: tuple[tuple[str, str, int | None, int | None], ...] = ()
     tags: tuple[tuple[str, str, int | None], ...] = ()
+
+
+def read_endpoints(answers: Sequence[tuple[str, int | None, bytes, str | None, int | None, bytes]]
+                   ) -> tuple[Endpoints, list[str]]:
+    """(server URL, /api/ps status, body, error, /api/tags status, body) of each server asked → what they said,
+    and one line per server that could not be read. Both endpoints never load a model: in Ollama's
+    server/routes.go (read at fb30760, 2026-08) PsHandler lists `s.sched.loadedModels()` and ListHandler the
+    model-list cache of the manifests on disk; neither calls the scheduler's GetRunner."""
+    ps: list[tuple[str, str, int | None, int | None]] = []
+    tags: list[tuple[str, str, int | None]] = []
+    failures: list[str] = []
+    for base, ps_status, ps_body, error, tags_status, tags_body in answers:
+        status, residency = ollama_ps(base, None, ps_status, ps_body, error)
+        if residency is None:
+            failures.append(f"{base}: {status.detail}")
+            continue
+        ps.extend((base, m.name, m.size, m.size_vram) for m in residency.models)
+        listed = ollama_tags(tags_body) if tags_status == 200 else None
+        tags.extend((base, name, size) for name, size in listed or ())
+    return Endpoints(tuple(ps), tuple(tags)), failures
 
 
 def _key(model: str) -> str:

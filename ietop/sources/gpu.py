@@ -192,3 +192,15 @@ class Nvml:
                 if pid not in used or (amount is not None and (used[pid] or 0) < amount):
                     used[pid] = amount
         return tuple(GpuProcess(pid, used[pid]) for pid in sorted(used))
+
+
+def gpu_totals() -> tuple[tuple[str, int], ...]:
+    """(name, memory in bytes) of each NVIDIA GPU, read once (a command that asks once, e.g. `ietop budget`);
+    empty without NVML or a GPU."""
+    nvml = Nvml()
+    if nvml.start() is not None:
+        return ()
+    try:
+        return tuple((g.name or f"GPU {g.index}", g.memory_total) for g in nvml.sample() if g.memory_total is not None)
+    finally:
+        nvml.close()

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import httpx
 
-__all__ = ["DEFAULT_MAX_BODY", "PollResult", "Poller", "get"]
+__all__ = ["DEFAULT_MAX_BODY", "PollResult", "Poller", "get", "get_once"]
 
 DEFAULT_MAX_BODY = 8 << 20
 """Largest body accepted; /metrics of a busy vLLM is ~100 KB, so more than this is a wrong endpoint."""
@@ -311,3 +311,22 @@ class Poller:
                 await asyncio.wait({stop_task}, timeout=self._next_round_in())
         finally:
             stop_task.cancel()
+
+
+def get_once(urls: Sequence[str], timeout: float) -> list[PollResult]:
+    """One GET of each URL, in order, on one connection pool (a command that asks once, e.g. `ietop budget`).
+    Failures are results, as the poller reports them (`error` one line); nothing raises."""
+    out: list[PollResult] = []
+    # trust_env=False: an HTTP(S)_PROXY in the environment must not capture requests to local engines.
+    with httpx.Client(timeout=timeout, trust_env=False) as client:
+        for url in urls:
+            began = time.monotonic()
+            try:
+                answer = client.get(url)
+            except httpx.HTTPError as exc:
+                out.append(PollResult(url, False, None, b"", time.monotonic() - began, _one_line(_error_text(exc))))
+                continue
+            ok = 200 <= answer.status_code < 300
+            out.append(PollResult(url, ok, answer.status_code, answer.content[:DEFAULT_MAX_BODY],
+                                  time.monotonic() - began, None if ok else f"http {answer.status_code}"))
+    return out

@@ -24,12 +24,12 @@ def parse_listen(listen: str, *, allow_remote: bool = False) -> tuple[str, int]:
         raise ValueError(f"listen address must be HOST:PORT, not {listen!r}") from None
     if not 0 <= port <= 65535:
         raise ValueError(f"listen port out of range: {port}")
-    if not allow_remote and not _is_loopback(host):
+    if not allow_remote and not is_loopback(host):
         raise ValueError(f"refusing to listen on {host}: not a loopback address")
     return host, port
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     if host.lower() == "localhost":
         return True
     try:

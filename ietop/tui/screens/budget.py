@@ -23,7 +23,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 from ietop.model.budget import GIB, Budget, BudgetInputs, Figure, Footprint, Pair, build, gib, gib_number, where
-from ietop.model.budget_inputs import Machine, on_machine
+from ietop.model.budget_inputs import Machine, machine, on_machine
 from ietop.model.snapshot import Snapshot
 from ietop.pipeline.hardware import Hardware
 from ietop.tui.format import clean, secs
@@ -35,13 +35,11 @@ _MARK = {True: ("✓", "green"), False: ("✗", "red"), None: ("?", "dim")}
 
 
 def machine_of(hw: Hardware | None) -> Machine | None:
-    """This host as the budget counts it: its GPUs' memory (NVML), else host or unified memory."""
+    """This host as the budget counts it, from the dashboard's last hardware sample."""
     if hw is None:
         return None
     gpus = tuple((g.name or f"GPU {g.index}", g.memory_total) for g in hw.gpus if g.memory_total)
-    unified = not gpus and _APPLE_SILICON
-    return Machine(gpus, hw.host.total if hw.host is not None else None, unified,
-                   hw.wired_limit if unified else None)
+    return machine(gpus, hw.host.total if hw.host is not None else None, hw.wired_limit, _APPLE_SILICON)
 
 
 class _Rebuilt:

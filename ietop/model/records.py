@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from json.encoder import encode_basestring
+from json.encoder import JSONEncoder, encode_basestring
 from typing import Any
 
 from ietop.model.breakdown import breakdown
@@ -173,8 +173,7 @@ class Request:
         )
 
     def _evidence_json(self, paths: Sequence[str]) -> str:
-        return "{" + ",".join(f'{_js(k)}:{{"path":{_js(paths[r.src])},"line":{r.line}}}'
-                              for k, r in self.cited().items()) + "}"
+        return _jv({k: {"path": paths[r.src], "line": r.line} for k, r in self.cited().items()})
 
     def _unknown_json(self) -> str:
         if not self.unknown:
@@ -191,12 +190,25 @@ def _breakdown_json(req: Request, paths: Sequence[str]) -> str:
     return _jv(_breakdown_dict(req, paths))
 
 
+_ENCODE = JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+"""The C encoder: for the nested parts of a request (breakdown, evidence) it writes what `_jv` would, ~8x faster
+(a busy 300 MB log spent a sixth of `analyze --json` in `_jv`). It refuses NaN and infinities, which `_jv` writes
+as null, and objects `_js` would repr: those values take `_jv`'s own walk."""
+
+
 def _jv(value: object) -> str:
-    """Any JSON value, written with `_js` for its scalars (so it parses to what `as_dict` holds)."""
+    """Any JSON value, written as `_js` writes its scalars (so it parses to what `as_dict` holds)."""
+    try:
+        return _ENCODE(value)
+    except (ValueError, TypeError):
+        return _jv_walk(value)
+
+
+def _jv_walk(value: object) -> str:
     if isinstance(value, dict):
-        return "{" + ",".join(f"{_js(str(k))}:{_jv(v)}" for k, v in value.items()) + "}"
+        return "{" + ",".join(f"{_js(str(k))}:{_jv_walk(v)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_jv(v) for v in value) + "]"
+        return "[" + ",".join(_jv_walk(v) for v in value) + "]"
     return _js(value)
 
 

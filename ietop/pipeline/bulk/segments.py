@@ -54,7 +54,10 @@ def tabulate(table: ProbeTable, src: int, probe: pl.DataFrame, offsets: list[tim
     """Count probes into `table` per offset run, method, path and status. `probe` has the columns run (index
     into `offsets`: the UTC offset their times were read under), method, path, status, t (epoch seconds, may
     be null) and latency (seconds, may be null)."""
-    groups = probe.group_by("run", "method", "path", "status").agg(
+    # In the order the groups first occur: several runs' groups add their float sums to one row, and a float
+    # sum depends on its order (group_by's own is its threads': the same log gave means differing in the last
+    # digit from run to run, a change `ietop compare` would show).
+    groups = probe.group_by("run", "method", "path", "status", maintain_order=True).agg(
         pl.len().alias("n"), pl.col("t").min().alias("first"), pl.col("t").max().alias("last"),
         pl.col("latency").sum().alias("lat_sum"), pl.col("latency").count().alias("lat_n"),
         pl.col("latency").max().alias("lat_max"),

@@ -21,9 +21,11 @@ probe is parsed after all (VllmParser.access_acts), as the per-line path would.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import cast
+from typing import TypeVar, cast
 
 import polars as pl
 
@@ -55,18 +57,90 @@ def bulk_file_events(inp: FileInput, table: ProbeTable, on_read: Callable[[int, 
     evidence, ietop.pipeline.feeds.Evidence)."""
     clock = Clock()
     base = 0
-    for data in windows(read_chunks(inp.path)):
-        lines = window_lines(data)
-        if inp.engine == "vllm":
-            batches = _vllm_batches(cast(VllmParser, inp.parser), inp.src, lines, base, table, ring)
+    chunks = windows(read_chunks(inp.path))
+    read: Iterator[tuple[int, _OllamaWindow | _VllmWindow]] = (
+        _ahead(chunks, _prepare_vllm) if inp.engine == "vllm" else _ahead(chunks, _prepare_ollama))
+    for size, ready in read:
+        if isinstance(ready, _VllmWindow):
+            batches = _vllm_batches(cast(VllmParser, inp.parser), inp.src, ready, base, table, ring)
         else:
-            batches = _ollama_batches(cast(OllamaParser, inp.parser), inp.src, lines, base, table, ring)
+            batches = _ollama_batches(cast(OllamaParser, inp.parser), inp.src, ready, base, table, ring)
         yield from sequenced(inp.src, batches, clock)
-        base += len(lines)
+        base += len(ready.lines)
         if on_read is not None:
-            on_read(len(data), len(lines))
+            on_read(size, len(ready.lines))
     yield from sequenced(inp.src, iter((flush_events(inp.parser),)), clock)
     inp.lines = base
+
+
+@dataclass(slots=True)
+class _OllamaWindow:
+    """What polars finds in one window, before any line is parsed (it depends on the text alone)."""
+
+    lines: pl.Series
+    probes: pl.DataFrame
+    quiet: pl.DataFrame
+    split: Split
+    tasks: dict[int, int]
+
+
+@dataclass(slots=True)
+class _VllmWindow:
+    lines: pl.Series
+    probes: pl.DataFrame
+    split: Split
+    first_row: dict[int, int]
+
+
+def _prepare_ollama(data: bytes) -> _OllamaWindow:
+    lines = window_lines(data)
+    probes = ollama.probes(lines)
+    quiet = ollama.inert(lines)
+    split = Split.of(lines, pl.concat([probes["row"], quiet["row"]]))
+    return _OllamaWindow(lines, probes, quiet, split, _segment_tasks(quiet, split))
+
+
+def _prepare_vllm(data: bytes) -> _VllmWindow:
+    lines = window_lines(data)
+    probes = vllm.probes(lines)
+    split = Split.of(lines, probes["row"])
+    probes = probes.with_columns(seg=split.segments(probes["row"]))
+    first_row = dict(zip(*probes.group_by("seg").agg(pl.col("row").min()).get_columns(), strict=True)) \
+        if len(probes) else {}
+    return _VllmWindow(lines, probes, split, first_row)
+
+
+W = TypeVar("W", _OllamaWindow, _VllmWindow)
+
+
+def _ahead(datas: Iterable[bytes], prepare: Callable[[bytes], W]) -> Iterator[tuple[int, W]]:
+    """(bytes, prepare(window)) for each window, the next window prepared on a worker thread while the caller
+    parses this one's rare lines. polars releases the GIL: its shapes run on the other core beside the
+    per-line Python, instead of after it (a busy window is ~75 ms of polars and about as much of Python). The
+    file is still read here, in order; one window waits at most."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ietop-window")
+    chunks = iter(datas)
+    try:
+        pending: tuple[int, Future[W]] | None = None
+        while True:
+            try:
+                data = next(chunks)
+            except StopIteration:
+                break
+            except Exception:
+                # A read that fails (a device gone) ends the stream after what was read before it, as without
+                # the look-ahead: the window in hand is handed on first.
+                if pending is not None:
+                    yield pending[0], pending[1].result()
+                raise
+            job = (len(data), pool.submit(prepare, data))
+            if pending is not None:
+                yield pending[0], pending[1].result()
+            pending = job
+        if pending is not None:
+            yield pending[0], pending[1].result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 Ring = list[tuple[int, str] | None]
@@ -83,13 +157,10 @@ def _parse(parser: OllamaParser | VllmParser, n: int, raw: str, ring: Ring | Non
     return events
 
 
-def _ollama_batches(parser: OllamaParser, src: int, lines: pl.Series, base: int, table: ProbeTable,
+def _ollama_batches(parser: OllamaParser, src: int, ready: _OllamaWindow, base: int, table: ProbeTable,
                     ring: Ring | None) -> Iterator[list[Event]]:
     """The window's events in file order, one list per parsed line or per segment of probes."""
-    probes = ollama.probes(lines)
-    quiet = ollama.inert(lines)
-    split = Split.of(lines, pl.concat([probes["row"], quiet["row"]]))
-    tasks = _segment_tasks(quiet, split)
+    probes, quiet, split, tasks = ready.probes, ready.quiet, ready.split, ready.tasks
     if len(quiet):
         parser.era_evidence.add("E5")  # what parsing a llama-server line would have noted
     parsed: list[Keyed] = []
@@ -151,16 +222,12 @@ def _wall(t: float, offset: timedelta | None) -> datetime | None:
     return wall if offset is None else wall.replace(tzinfo=zone(offset))
 
 
-def _vllm_batches(parser: VllmParser, src: int, lines: pl.Series, base: int, table: ProbeTable,
+def _vllm_batches(parser: VllmParser, src: int, ready: _VllmWindow, base: int, table: ProbeTable,
                   ring: Ring | None) -> Iterator[list[Event]]:
     """The window's events in file order; see the module's note on vLLM."""
-    probes = vllm.probes(lines)
-    split = Split.of(lines, probes["row"])
-    probes = probes.with_columns(seg=split.segments(probes["row"]))
+    lines, probes, split, first_row = ready.lines, ready.probes, ready.split, ready.first_row
     for proc in probes["proc"].drop_nulls().unique().to_list():
         parser.saw_process(proc)
-    first_row = dict(zip(*probes.group_by("seg").agg(pl.col("row").min()).get_columns(), strict=True)) \
-        if len(probes) else {}
     parsed: list[Keyed] = []
     opened: list[Keyed] = []
     opened_rows: list[int] = []

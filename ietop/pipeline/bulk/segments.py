@@ -54,16 +54,27 @@ def tabulate(table: ProbeTable, src: int, probe: pl.DataFrame, offsets: list[tim
     """Count probes into `table` per offset run, method, path and status. `probe` has the columns run (index
     into `offsets`: the UTC offset their times were read under), method, path, status, t (epoch seconds, may
     be null) and latency (seconds, may be null)."""
+    add_groups(table, src, probe_groups(probe), offsets)
+
+
+def probe_groups(probe: pl.DataFrame) -> pl.DataFrame:
+    """`probe` (as `tabulate` takes it) per run, method, path and status: n, first, last, lat_sum, lat_n, lat_max."""
     # In the order the groups first occur: several runs' groups add their float sums to one row, and a float
     # sum depends on its order (group_by's own is its threads': the same log gave means differing in the last
     # digit from run to run, a change `ietop compare` would show).
-    groups = probe.group_by("run", "method", "path", "status", maintain_order=True).agg(
+    return probe.group_by("run", "method", "path", "status", maintain_order=True).agg(
         pl.len().alias("n"), pl.col("t").min().alias("first"), pl.col("t").max().alias("last"),
         pl.col("latency").sum().alias("lat_sum"), pl.col("latency").count().alias("lat_n"),
         pl.col("latency").max().alias("lat_max"),
     )
+
+
+def add_groups(table: ProbeTable, src: int, groups: pl.DataFrame, offsets: list[timedelta | None],
+               shift: float = 0.0) -> None:
+    """`probe_groups`' rows into `table`; `shift` (seconds) comes off their times (groups built on times not
+    yet moved to UTC: a min or max less a constant is the min or max of the differences)."""
     for g in groups.iter_rows(named=True):
-        first = g["first"] if g["first"] is not None else float("inf")
-        last = g["last"] if g["last"] is not None else float("-inf")
+        first = g["first"] - shift if g["first"] is not None else float("inf")
+        last = g["last"] - shift if g["last"] is not None else float("-inf")
         table.add_group(src, g["method"], g["path"], g["status"], g["n"], first, last,
                         offsets[g["run"]], g["lat_sum"] or 0.0, g["lat_n"], g["lat_max"])

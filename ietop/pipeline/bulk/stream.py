@@ -32,7 +32,7 @@ import polars as pl
 from ietop.model.probes import ProbeTable
 from ietop.pipeline.bulk import ollama, vllm
 from ietop.pipeline.bulk.lines import window_lines, windows
-from ietop.pipeline.bulk.segments import Keyed, Split, in_file_order, tabulate
+from ietop.pipeline.bulk.segments import Keyed, Split, add_groups, in_file_order, probe_groups, tabulate
 from ietop.pipeline.ingest import Clock, FileInput, Item, flush_events, sequenced
 from ietop.sources.files import read_chunks
 from parsers.events import AccessCount, Event
@@ -82,6 +82,10 @@ class _OllamaWindow:
     quiet: pl.DataFrame
     split: Split
     tasks: dict[int, int]
+    per_seg: pl.DataFrame
+    """The probes per segment (n, naive: the latest stamp, row: the last), as one UTC offset would count them."""
+    groups: pl.DataFrame
+    """`probe_groups` of the probes on their stamps, as one UTC offset would count them."""
 
 
 @dataclass(slots=True)
@@ -97,7 +101,12 @@ def _prepare_ollama(data: bytes) -> _OllamaWindow:
     probes = ollama.probes(lines)
     quiet = ollama.inert(lines)
     split = Split.of(lines, pl.concat([probes["row"], quiet["row"]]))
-    return _OllamaWindow(lines, probes, quiet, split, _segment_tasks(quiet, split))
+    # What the counts are when the window keeps one UTC offset (nearly always): counted here, on the worker,
+    # and only moved to UTC once the parsed lines have said which offset that is (_ollama_counts).
+    probe = probes.with_columns(seg=split.segments(probes["row"]))
+    per_seg = probe.group_by("seg").agg(pl.len().alias("n"), pl.col("naive").max(), pl.col("row").max()).sort("seg")
+    groups = probe_groups(probe.with_columns(run=pl.lit(0), t=pl.col("naive")))
+    return _OllamaWindow(lines, probes, quiet, split, _segment_tasks(quiet, split), per_seg, groups)
 
 
 def _prepare_vllm(data: bytes) -> _VllmWindow:
@@ -160,7 +169,7 @@ def _parse(parser: OllamaParser | VllmParser, n: int, raw: str, ring: Ring | Non
 def _ollama_batches(parser: OllamaParser, src: int, ready: _OllamaWindow, base: int, table: ProbeTable,
                     ring: Ring | None) -> Iterator[list[Event]]:
     """The window's events in file order, one list per parsed line or per segment of probes."""
-    probes, quiet, split, tasks = ready.probes, ready.quiet, ready.split, ready.tasks
+    quiet, split, tasks = ready.quiet, ready.split, ready.tasks
     if len(quiet):
         parser.era_evidence.add("E5")  # what parsing a llama-server line would have noted
     parsed: list[Keyed] = []
@@ -179,7 +188,7 @@ def _ollama_batches(parser: OllamaParser, src: int, ready: _OllamaWindow, base: 
     task = tasks.get(len(split.rows))
     if task is not None:
         server.last_task = task
-    yield from in_file_order(parsed, _ollama_counts(probes, split, offsets, base, src, table))
+    yield from in_file_order(parsed, _ollama_counts(ready, offsets, base, src, table))
 
 
 def _segment_tasks(quiet: pl.DataFrame, split: Split) -> dict[int, int]:
@@ -192,11 +201,18 @@ def _segment_tasks(quiet: pl.DataFrame, split: Split) -> dict[int, int]:
     return dict(zip(last["seg"].to_list(), last["task"].to_list(), strict=True))
 
 
-def _ollama_counts(probes: pl.DataFrame, split: Split, offsets: list[tuple[int, timedelta | None]],
+def _ollama_counts(ready: _OllamaWindow, offsets: list[tuple[int, timedelta | None]],
                    base: int, src: int, table: ProbeTable) -> list[Keyed]:
     """An AccessCount after each segment with probes, at their latest time; the probes tabulated."""
+    probes, split = ready.probes, ready.split
     if not len(probes):
         return []
+    if len(offsets) == 1:
+        offset = offsets[0][1]
+        moved = offset.total_seconds() if offset is not None else 0.0
+        add_groups(table, src, ready.groups, [offset], moved)
+        return [(seg + 0.5, 1, [AccessCount(base + row + 1, _wall(naive - moved, offset), n)])
+                for seg, n, naive, row in ready.per_seg.iter_rows()]
     run_starts = pl.Series([k for k, _ in offsets], dtype=pl.Int64)
     shift = [off.total_seconds() if off is not None else 0.0 for _, off in offsets]
     probe = probes.with_columns(seg=split.segments(probes["row"]))

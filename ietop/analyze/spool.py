@@ -19,6 +19,7 @@ from typing import IO, Any
 
 from ietop.model.names import resolve
 from ietop.model.probes import ProbeTable, is_probe
+from ietop.model.records import JSON_ENCODE
 
 KINDS = ("request", "load", "unload", "truncation", "error", "task", "prompt", "stats", "preemption", "hint")
 # A record's model fields as written here (`"model":"sha256-…"`, a load's trigger request's too). A quote
@@ -41,7 +42,7 @@ def finite(value: Any) -> Any:
 def json_dumps() -> Callable[[Any], str]:
     """A compact JSON encoder that never writes NaN or Infinity: the C encoder refuses them (allow_nan=False),
     and only then is the value walked once to null them (`finite`)."""
-    encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+    encode = JSON_ENCODE
 
     def dumps(value: Any) -> str:
         try:

@@ -190,16 +190,17 @@ def _breakdown_json(req: Request, paths: Sequence[str]) -> str:
     return _jv(_breakdown_dict(req, paths))
 
 
-_ENCODE = JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-"""The C encoder: for the nested parts of a request (breakdown, evidence) it writes what the walk below would, at a
-fraction of its cost (the walk was a sixth of `analyze --json`'s profile on a busy log). It refuses NaN and
-infinities, which the walk writes as null, and objects `_js` would repr: those values take the walk."""
+JSON_ENCODE = JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+"""The compact JSON every report writes (ietop.analyze.spool.json_dumps too), by the C encoder. It refuses NaN and
+infinities, which no report states; here they take the walk below, which writes them as null (as it does the objects
+`_js` would repr). For the nested parts of a request (breakdown, evidence) the encoder is a fraction of the walk's
+cost (the walk was a sixth of `analyze --json`'s profile on a busy log)."""
 
 
 def _jv(value: object) -> str:
     """Any JSON value, written as `_js` writes its scalars (so it parses to what `as_dict` holds)."""
     try:
-        return _ENCODE(value)
+        return JSON_ENCODE(value)
     except (ValueError, TypeError):
         return _jv_walk(value)
 

@@ -13,6 +13,10 @@ Per window (ietop.pipeline.bulk.lines):
    once; the clock of untimed lines (llama-server's slot lines take the last time seen) is the same.
 4. The probes themselves are counted per (method, path, status) into a ProbeTable.
 
+What depends on the text alone (step 1, and the counts of steps 3-4 as one UTC offset would give them) is done
+for the next window on a worker thread while this one's lines are parsed (`_ahead`): polars releases the GIL, so
+its shapes use the other core. The parser, the offsets and the store stay on the caller's thread.
+
 vLLM's access lines carry no time (uvicorn prints none; the parser gives them the last record's), so its
 segments move no clock: they count, and the probe table takes the time the parser held there. An access line
 also ends a raw error's message and an indented block: where the parser has one open, the segment's first

@@ -90,6 +90,9 @@ class _OllamaWindow:
     """The probes per segment (n, naive: the latest stamp, row: the last), as one UTC offset would count them."""
     groups: pl.DataFrame
     """`probe_groups` of the probes on their stamps, as one UTC offset would count them."""
+    seg_groups: pl.DataFrame
+    """`probe_groups` per segment (the column `run` holds the segment): a window whose offset changes (its runs
+    are runs of whole segments) regroups these few rows instead of its probes."""
 
 
 @dataclass(slots=True)
@@ -109,8 +112,10 @@ def _prepare_ollama(data: bytes) -> _OllamaWindow:
     # and only moved to UTC once the parsed lines have said which offset that is (_ollama_counts).
     probe = probes.with_columns(seg=split.segments(probes["row"]))
     per_seg = probe.group_by("seg").agg(pl.len().alias("n"), pl.col("naive").max(), pl.col("row").max()).sort("seg")
-    groups = probe_groups(probe.with_columns(run=pl.lit(0), t=pl.col("naive")))
-    return _OllamaWindow(lines, probes, quiet, split, _segment_tasks(quiet, split), per_seg, groups)
+    stamped = probe.with_columns(t=pl.col("naive"))
+    groups = probe_groups(stamped.with_columns(run=pl.lit(0)))
+    seg_groups = probe_groups(stamped.with_columns(run=pl.col("seg")))
+    return _OllamaWindow(lines, probes, quiet, split, _segment_tasks(quiet, split), per_seg, groups, seg_groups)
 
 
 def _prepare_vllm(data: bytes) -> _VllmWindow:
@@ -208,8 +213,7 @@ def _segment_tasks(quiet: pl.DataFrame, split: Split) -> dict[int, int]:
 def _ollama_counts(ready: _OllamaWindow, offsets: list[tuple[int, timedelta | None]],
                    base: int, src: int, table: ProbeTable) -> list[Keyed]:
     """An AccessCount after each segment with probes, at their latest time; the probes tabulated."""
-    probes, split = ready.probes, ready.split
-    if not len(probes):
+    if not len(ready.probes):
         return []
     if len(offsets) == 1:
         offset = offsets[0][1]
@@ -217,18 +221,25 @@ def _ollama_counts(ready: _OllamaWindow, offsets: list[tuple[int, timedelta | No
         add_groups(table, src, ready.groups, [offset], moved)
         return [(seg + 0.5, 1, [AccessCount(base + row + 1, _wall(naive - moved, offset), n)])
                 for seg, n, naive, row in ready.per_seg.iter_rows()]
+    # The offset changes only at parsed lines, so each run of one offset is a run of whole segments: the
+    # segments' own counts, each moved by its run's offset, are regrouped per run (a min or max less a constant
+    # is the min or max of the differences; the latency sums add up per segment first). On the caller's
+    # thread, so a few rows per segment, not the probes: a noisy log changes offset ~60 times a window.
     run_starts = pl.Series([k for k, _ in offsets], dtype=pl.Int64)
-    shift = [off.total_seconds() if off is not None else 0.0 for _, off in offsets]
-    probe = probes.with_columns(seg=split.segments(probes["row"]))
-    probe = probe.with_columns(run=run_starts.search_sorted(probe["seg"], side="right") - 1)
-    probe = probe.with_columns(t=pl.col("naive") - pl.col("run").replace_strict(
-        list(range(len(shift))), shift, return_dtype=pl.Float64))
-    tabulate(table, src, probe, [off for _, off in offsets])
-    per_seg = probe.group_by("seg", "run").agg(pl.len().alias("n"), pl.col("t").max(), pl.col("row").max())
-    out: list[Keyed] = []
-    for seg, run, n, t, row in per_seg.sort("seg").iter_rows():
-        out.append((seg + 0.5, 1, [AccessCount(base + row + 1, _wall(t, offsets[run][1]), n)]))
-    return out
+    shift = pl.Series([off.total_seconds() if off is not None else 0.0 for _, off in offsets], dtype=pl.Float64)
+    seg_groups = ready.seg_groups.rename({"run": "seg"})
+    runs = run_starts.search_sorted(seg_groups["seg"], side="right") - 1
+    by_run = shift.gather(runs)
+    regrouped = seg_groups.with_columns(run=runs, first=pl.col("first") - by_run, last=pl.col("last") - by_run) \
+        .group_by("run", "method", "path", "status", maintain_order=True).agg(
+            pl.col("n").sum(), pl.col("first").min(), pl.col("last").max(), pl.col("lat_sum").sum(),
+            pl.col("lat_n").sum(), pl.col("lat_max").max())
+    add_groups(table, src, regrouped, [off for _, off in offsets])
+    per_seg = ready.per_seg
+    seg_runs = (run_starts.search_sorted(per_seg["seg"], side="right") - 1).to_list()
+    t_moved = (per_seg["naive"] - shift.gather(seg_runs)).to_list()
+    return [(seg + 0.5, 1, [AccessCount(base + row + 1, _wall(t, offsets[run][1]), n)])
+            for (seg, n, _naive, row), run, t in zip(per_seg.iter_rows(), seg_runs, t_moved, strict=True)]
 
 
 def _wall(t: float, offset: timedelta | None) -> datetime | None:

@@ -173,7 +173,7 @@ class Request:
         )
 
     def _evidence_json(self, paths: Sequence[str]) -> str:
-        return _jv({k: {"path": paths[r.src], "line": r.line} for k, r in self.cited().items()})
+        return _refs_json(self.cited(), paths)
 
     def _unknown_json(self) -> str:
         if not self.unknown:
@@ -187,7 +187,32 @@ def _breakdown_dict(req: Request, paths: Sequence[str]) -> dict[str, Any] | None
 
 
 def _breakdown_json(req: Request, paths: Sequence[str]) -> str:
-    return _jv(_breakdown_dict(req, paths))
+    """`_breakdown_dict` serialized by hand, as `_jv` would write it: a dict built to be encoded cost twice this
+    line (the breakdown and its evidence are most of a request's JSON)."""
+    b = breakdown(req)
+    if b is None:
+        return "null"
+    parts = ",".join(f'"{k}":{_js(v)}' for k, v in b.parts.items())  # keys: breakdown.PARTS
+    chain = _jv([s.as_dict(paths) for s in b.chain]) if b.chain else "[]"
+    unknown = ",".join(f"{_js(k)}:{_js(v)}" for k, v in b.unknown.items())
+    return (f'{{{parts},"dominant":{_js(b.dominant)},"evidence":{_refs_json(b.evidence, paths)},'
+            f'"chain":{chain},"unknown":{{{unknown}}}}}')
+
+
+_WHERE: dict[str, str] = {}
+"""A source path → the start of the JSON object that cites one of its lines (`{"path":"…","line":`)."""
+
+
+def _refs_json(refs: dict[str, Ref], paths: Sequence[str]) -> str:
+    """{fact: {"path": …, "line": …}} as `_jv` writes it. The keys are the facts' own names (attributes)."""
+    out = []
+    for k, r in refs.items():
+        path = paths[r.src]
+        head = _WHERE.get(path)
+        if head is None:
+            head = _WHERE[path] = f'{{"path":{_js(path)},"line":'
+        out.append(f'"{k}":{head}{r.line}}}')
+    return "{" + ",".join(out) + "}"
 
 
 JSON_ENCODE = JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode

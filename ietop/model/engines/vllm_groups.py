@@ -80,6 +80,9 @@ class Group:
     opaque: bool = False
     """No assignment fits what the log said (or it is too large to solve): it states nothing more, and ends
     when none of its members is open."""
+    solved: tuple[tuple[tuple[int, ...], int, int], Solution | None] | None = None
+    """The last `solve` of its masks and what it gave: a third of a busy log's solves meet the same masks
+    again (a request's added line that tells nothing new of it), and `solve` is a pure function of them."""
 
 
 def edge(c: Open, stage: int) -> bool:
@@ -160,7 +163,12 @@ def assignments(group: Group, staged: bool) -> Assignments | None:
                 received, added = line.received >> -shift, line.added >> -shift
         # A request no longer in the group counts for nothing.
         options.append((received & fits_received | added & fits_added) & everyone)
-    found = solve(options, must, everyone)
+    key = (tuple(options), must, everyone)
+    if group.solved is not None and group.solved[0] == key:
+        found = group.solved[1]
+    else:
+        found = solve(options, must, everyone)
+        group.solved = (key, found)
     return None if found is None else Assignments(*found, bits)
 
 
@@ -177,7 +185,11 @@ def _made(cands: list[tuple[Open, int]], where: dict[int, int] | None, base: int
     return received, added
 
 
-def solve(options: list[int], must: int, everyone: int) -> tuple[list[int], int, int] | None:
+Solution = tuple[list[int], int, int]
+"""`solve`'s answer: `Assignments`' owners, always and never."""
+
+
+def solve(options: list[int], must: int, everyone: int) -> Solution | None:
     """The owners per line, the members always used and those never used (`Assignments`), of lines each of
     which may be owned by the members in its mask of `options`, where those in `must` own one each; None when
     no assignment exists."""

@@ -45,8 +45,10 @@ def windows(chunks: Iterable[bytes], size: int | None = None) -> Iterator[bytes]
             continue
         cut = buf.rfind(b"\n") + 1
         if cut:
-            yield bytes(buf[:cut])
+            with memoryview(buf) as view:
+                window = bytes(view[:cut])  # one copy: `bytes(buf[:cut])` made two
             del buf[:cut]
+            yield window
     if buf:
         yield bytes(buf)
 

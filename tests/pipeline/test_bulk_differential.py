@@ -5,12 +5,14 @@ is analyzed twice: with `--all-requests` (every line through the engine's parser
 `ietop.analyze/1` did) and by default (probe lines folded in polars, counted in `probes`). Apart from the
 folding, the two documents must be equal: requests, loads, unloads, truncations, errors, tasks, stats,
 config, metrics, latency, counts, hints, sources. The folded probes must count exactly the listed ones.
+So must they with --since/--until, cut inside runs of probes (an Ollama log's columnar reader splits them).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -20,8 +22,11 @@ from typing import Any
 import pytest
 
 from ietop.analyze.report import Analysis
-from ietop.model.probes import is_probe
+from ietop.model.probes import ProbeTable, is_probe
+from ietop.model.store import Store
 from ietop.pipeline.bulk import lines as bulk_lines
+from ietop.pipeline.bulk.stream import bulk_file_events, foldable
+from ietop.pipeline.ingest import open_inputs, parse_time_arg
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = sorted(
@@ -31,9 +36,10 @@ FIXTURES = sorted(
 )
 
 
-def _document(paths: list[str], all_requests: bool) -> dict[str, Any] | None:
+def _document(paths: list[str], all_requests: bool, since: float | None = None,
+              until: float | None = None) -> dict[str, Any] | None:
     try:
-        an = Analysis(paths, all_requests=all_requests)
+        an = Analysis(paths, since=since, until=until, all_requests=all_requests)
     except Exception as exc:  # a file analyze refuses is refused by both paths alike
         return {"refused": type(exc).__name__ + str(exc)}
     try:
@@ -48,10 +54,10 @@ def _probe_key(req: dict[str, Any]) -> tuple[str, str, str, int]:
     return (req["source"]["path"], req["method"], req["path"], req["status"])
 
 
-def assert_same_facts(paths: list[str]) -> int:
-    """Analyze both ways and compare; returns how many probes were folded."""
-    old = _document(paths, all_requests=True)
-    new = _document(paths, all_requests=False)
+def assert_same_facts(paths: list[str], since: float | None = None, until: float | None = None) -> int:
+    """Analyze both ways (with --since/--until, when given) and compare; returns how many probes were folded."""
+    old = _document(paths, True, since, until)
+    new = _document(paths, False, since, until)
     assert old is not None and new is not None
     if "refused" in old:
         assert new == old
@@ -132,3 +138,77 @@ def test_vllm_probes_where_the_line_would_change_the_parser(tmp_path: Path) -> N
     log = tmp_path / "vllm-edges.log"
     log.write_text(_VLLM_EDGES)
     assert assert_same_facts([str(log)]) >= 7
+
+
+_GIN_STAMP = re.compile(rb"\[GIN\] (\d{4})/(\d\d)/(\d\d) - (\d\d:\d\d:\d\d) \|")
+
+
+def _cuts(log: Path) -> list[float]:
+    """Times at a tenth, half and nine tenths of the log's access lines: seconds that hold many probes, so a
+    bound falls inside a run of them (zone-less, read as --since reads them)."""
+    stamps = [f"{m[1].decode()}-{m[2].decode()}-{m[3].decode()}T{m[4].decode()}"
+              for m in _GIN_STAMP.finditer(log.read_bytes())]
+    return [parse_time_arg(stamps[int(len(stamps) * q)]) for q in (0.1, 0.5, 0.9)] if stamps else []
+
+
+def _windows(cuts: list[float]) -> list[tuple[float | None, float | None]]:
+    lo, mid, hi = cuts
+    return [(mid, None), (None, mid), (lo, hi), (mid, mid), (hi + 1.0, lo)]
+
+
+@pytest.mark.parametrize("profile", ["mixed", "busy"])
+def test_synthetic_time_window_same_facts(tmp_path: Path, profile: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--since/--until on the columnar reader: a bound inside a second of many probes splits their run, and
+    the probes before it still move the clock of the lines after them (as the per-line reader's do)."""
+    log = _generate(tmp_path, profile, "3M")
+    monkeypatch.setattr(bulk_lines, "WINDOW", 256 << 10)
+    folded = [assert_same_facts([str(log)], since, until) for since, until in _windows(_cuts(log))]
+    assert min(folded[:3]) > 1000 and folded[4] == 0  # the last window ends before it begins
+
+
+OLLAMA_FIXTURES = [p for p in FIXTURES if p.parent.name == "ollama"]
+
+
+@pytest.mark.parametrize("path", OLLAMA_FIXTURES, ids=lambda p: p.name)
+def test_fixture_time_window_same_facts(path: Path) -> None:
+    cuts = _cuts(path)
+    if not cuts:
+        pytest.skip("no access line to cut at")
+    for since, until in _windows(cuts)[:3]:
+        assert_same_facts([str(path)], since, until)
+
+
+def test_a_vllm_log_in_a_time_window_is_read_line_by_line(tmp_path: Path) -> None:
+    """Its columnar reader cannot tell a window's probes (each takes the last record's time), so it refuses."""
+    log = _generate(tmp_path, "vllm", "200K")
+    store = Store()
+    (inp,) = open_inputs(store, [str(log)])
+    assert foldable(inp) and not foldable(inp, timed=True)
+    with pytest.raises(ValueError, match="time window"):
+        next(bulk_file_events(inp, ProbeTable(), bounds=(0.0, None)))
+    # Read line by line both ways: the default still counts the window's probes (the spool folds them).
+    assert assert_same_facts([str(log)], 1.0e9, None) > 100
+
+
+# SYNTHETIC (edge case): --until inside a run of probes, llama-server's untimed task lines after it. The per-line
+# reader gives those lines the clock of the last probe, past --until, and drops them; a reader that dropped the
+# late probes without moving the clock would keep them (the task would be listed).
+_UNTIL_IN_A_RUN = """\
+time=2026-06-20T10:00:00.000Z level=INFO source=routes.go:1 msg="Listening on 127.0.0.1:11434 (version 0.32.7)"
+[GIN] 2026/06/20 - 10:00:01 | 200 |      52.021µs |       127.0.0.1 | HEAD     "/"
+[GIN] 2026/06/20 - 10:00:02 | 200 |      52.021µs |       127.0.0.1 | HEAD     "/"
+[GIN] 2026/06/20 - 10:00:09 | 200 |      52.021µs |       127.0.0.1 | HEAD     "/"
+slot update_slots: id  0 | task 7 | new prompt, n_ctx_slot = 4096, n_keep = 4, task.n_tokens = 100
+slot      release: id  0 | task 7 | stop processing: n_tokens = 120, truncated = 0
+"""
+
+
+def test_until_inside_a_run_of_probes_drops_the_untimed_lines_after_it(tmp_path: Path) -> None:
+    log = tmp_path / "until.log"
+    log.write_text(_UNTIL_IN_A_RUN)
+    until = parse_time_arg("2026-06-20T10:00:05Z")
+    assert assert_same_facts([str(log)], None, until) == 2
+    new = _document([str(log)], False, None, until)
+    assert new is not None and new["tasks"] == []
+    whole = _document([str(log)], False)
+    assert whole is not None and len(whole["tasks"]) == 1  # the task is there when no bound drops it

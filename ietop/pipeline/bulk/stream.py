@@ -48,17 +48,26 @@ from parsers.vllm.log import VllmParser
 _EPOCH = datetime(1970, 1, 1)  # noqa: DTZ001 - the zone-less clock, read as UTC (gofmt.epoch)
 
 
-def foldable(inp: FileInput) -> bool:
-    """Whether this input has a columnar reader (the others keep the per-line one)."""
-    return inp.engine in ("ollama", "vllm")
+def foldable(inp: FileInput, timed: bool = False) -> bool:
+    """Whether this input has a columnar reader (the others keep the per-line one); `timed`: one that can count
+    only the probes of a --since/--until window (Ollama's)."""
+    return inp.engine == "ollama" if timed else inp.engine in ("ollama", "vllm")
+
+
+Bounds = tuple[float | None, float | None]
+"""--since/--until (epoch seconds, either may be None): the reader's caller drops the events outside them."""
 
 
 def bulk_file_events(inp: FileInput, table: ProbeTable, on_read: Callable[[int, int], None] | None = None,
-                     ring: list[tuple[int, str] | None] | None = None) -> Iterator[Item]:
+                     ring: list[tuple[int, str] | None] | None = None, bounds: Bounds | None = None) -> Iterator[Item]:
     """(t, src, seq, event) for one Ollama or vLLM log; probes counted into `table` and into AccessCount
     events. `on_read(bytes, lines)`, when given, is told what each window held (progress); `ring`, when given,
     gets each parsed line that gave events at `ring[line % len(ring)] = (line, text)` (the dashboard's
-    evidence, ietop.pipeline.feeds.Evidence)."""
+    evidence, ietop.pipeline.feeds.Evidence). `bounds` (an Ollama log only, `foldable(inp, timed=True)`): only the
+    probes inside them are counted into `table`, and their AccessCount events are split at them, as the per-line
+    reader's one event per probe would be dropped (`_timed_counts`)."""
+    if bounds is not None and not foldable(inp, timed=True):
+        raise ValueError(f"no columnar reader counts a time window of a {inp.engine} log")
     clock = Clock()
     base = 0
     chunks = windows(read_chunks(inp.path))
@@ -68,7 +77,8 @@ def bulk_file_events(inp: FileInput, table: ProbeTable, on_read: Callable[[int, 
         if isinstance(ready, _VllmWindow):
             batches = _vllm_batches(cast(VllmParser, inp.parser), inp.src, ready, base, table, ring)
         else:
-            batches = _ollama_batches(cast(OllamaParser, inp.parser), inp.src, ready, base, table, ring)
+            batches = _ollama_batches(cast(OllamaParser, inp.parser), inp.src, ready, base, table, ring,
+                                      None if bounds is None else (bounds, clock))
         yield from sequenced(inp.src, batches, clock)
         base += len(ready.lines)
         if on_read is not None:
@@ -176,8 +186,9 @@ def _parse(parser: OllamaParser | VllmParser, n: int, raw: str, ring: Ring | Non
 
 
 def _ollama_batches(parser: OllamaParser, src: int, ready: _OllamaWindow, base: int, table: ProbeTable,
-                    ring: Ring | None) -> Iterator[list[Event]]:
-    """The window's events in file order, one list per parsed line or per segment of probes."""
+                    ring: Ring | None, timed: tuple[Bounds, Clock] | None = None) -> Iterator[list[Event]]:
+    """The window's events in file order, one list per parsed line or per segment of probes. `timed`: the
+    bounds, and the file's clock as it stands before this window (its events are made before any is yielded)."""
     quiet, split, tasks = ready.quiet, ready.split, ready.tasks
     if len(quiet):
         parser.era_evidence.add("E5")  # what parsing a llama-server line would have noted
@@ -197,7 +208,11 @@ def _ollama_batches(parser: OllamaParser, src: int, ready: _OllamaWindow, base: 
     task = tasks.get(len(split.rows))
     if task is not None:
         server.last_task = task
-    yield from in_file_order(parsed, _ollama_counts(ready, offsets, base, src, table))
+    if timed is None:
+        counts = _ollama_counts(ready, offsets, base, src, table)
+    else:
+        counts = _timed_counts(ready, offsets, base, src, table, parsed, *timed)
+    yield from in_file_order(parsed, counts)
 
 
 def _segment_tasks(quiet: pl.DataFrame, split: Split) -> dict[int, int]:
@@ -240,6 +255,49 @@ def _ollama_counts(ready: _OllamaWindow, offsets: list[tuple[int, timedelta | No
     t_moved = (per_seg["naive"] - shift.gather(seg_runs)).to_list()
     return [(seg + 0.5, 1, [AccessCount(base + row + 1, _wall(t, offsets[run][1]), n)])
             for (seg, n, _naive, row), run, t in zip(per_seg.iter_rows(), seg_runs, t_moved, strict=True)]
+
+
+def _timed_counts(ready: _OllamaWindow, offsets: list[tuple[int, timedelta | None]], base: int, src: int,
+                  table: ProbeTable, parsed: list[Keyed], bounds: Bounds, clock: Clock) -> list[Keyed]:
+    """`_ollama_counts` for a --since/--until window. The per-line reader gives each probe the file's clock at
+    it: the latest time seen up to it, its own included. That clock only goes forward, so the probes it puts
+    before `since`, inside, and after `until` are a prefix, a middle and a suffix of each segment: each
+    becomes an AccessCount of its own, the outer ones at times the caller drops (they still move the clock, as
+    the dropped probes did), and only the middle ones are counted into `table`."""
+    if not len(ready.probes):
+        return []
+    since, until = bounds
+    run_starts = pl.Series([k for k, _ in offsets], dtype=pl.Int64)
+    shift = pl.Series([off.total_seconds() if off is not None else 0.0 for _, off in offsets], dtype=pl.Float64)
+    probe = ready.probes.sort("row")  # an enveloped probe's row comes after the bare ones' (ollama.probes)
+    probe = probe.with_columns(seg=ready.split.segments(probe["row"]))
+    runs = run_starts.search_sorted(probe["seg"], side="right") - 1
+    probe = probe.with_columns(run=runs, t=pl.col("naive") - shift.gather(runs))
+    # The clock before each segment: the latest time of every event before it, parsed lines' and probes'.
+    latest = probe.group_by("seg").agg(pl.col("t").max()).sort("seg")
+    stamped = [(k, max(times)) for k, _tie, events in parsed
+               if (times := [epoch(e.ts) for e in events if e.ts is not None])]
+    before = [float("-inf")] * (int(latest["seg"].max() or 0) + 1)  # type: ignore[arg-type]
+    now, i = clock.last_t, 0
+    for seg, t in latest.iter_rows():
+        while i < len(stamped) and stamped[i][0] <= seg:  # parsed row k comes before segment k
+            now = max(now, stamped[i][1])
+            i += 1
+        before[seg] = now
+        now = max(now, t)
+    at = pl.max_horizontal(pl.Series(before, dtype=pl.Float64).gather(probe["seg"]),
+                           pl.col("t").cum_max().over("seg"))
+    part = pl.lit(1)
+    if until is not None:
+        part = pl.when(at > until).then(2).otherwise(part)
+    if since is not None:
+        part = pl.when(at < since).then(0).otherwise(part)
+    probe = probe.with_columns(part=part)
+    tabulate(table, src, probe.filter(pl.col("part") == 1), [off for _, off in offsets])
+    per_part = probe.group_by("seg", "part").agg(pl.len().alias("n"), pl.col("t").max(), pl.col("row").max(),
+                                                 pl.col("run").first()).sort("seg", "part")
+    return [(seg + 0.5, 1 + part, [AccessCount(base + row + 1, _wall(t, offsets[run][1]), n)])
+            for seg, part, n, t, row, run in per_part.iter_rows()]
 
 
 def _wall(t: float, offset: timedelta | None) -> datetime | None:

@@ -54,6 +54,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import datetime
+from decimal import Decimal
 
 from parsers.events import Event, LoadMemory
 from parsers.ollama.gofmt import parse_attrs
@@ -97,8 +98,8 @@ def human_bytes(text: str | None) -> int | None:
         return None
     number, _, unit = text.strip().partition(" ")
     try:
-        return int(float(number) * _UNITS[unit.strip()])
-    except (ValueError, KeyError):
+        return _bytes(number, _UNITS[unit.strip()])
+    except (ValueError, KeyError, ArithmeticError):  # not a number (`nan`, `inf`, `1.2.3`), or no unit
         return None
 
 
@@ -167,7 +168,17 @@ def llamacpp_memory(text: str, line: int, ts: datetime | None) -> list[Event] | 
 
 
 def _llama_bytes(number: str, unit: str) -> int:
-    return int(float(number) * _LLAMA_UNITS[unit])
+    return _bytes(number, _LLAMA_UNITS[unit])
+
+
+def _bytes(number: str, unit: int) -> int:
+    """`number` `unit`s in bytes. A size past a float's range (300 digits, never written by an engine) is read as
+    a Decimal, not as an infinity int() refuses: the store then refuses its line as implausible
+    (parsers.events.sane), as it does any other impossible number."""
+    try:
+        return int(float(number) * unit)
+    except OverflowError:
+        return int(Decimal(number) * unit)
 
 
 def _version(text: str | None) -> tuple[int, int, int] | None:

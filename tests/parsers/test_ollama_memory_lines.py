@@ -6,13 +6,16 @@ written from (Ollama's Go source or the llama.cpp it vendored, at the tag given)
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from parsers import events as ev
 from parsers.ollama.log import OllamaParser
-from parsers.ollama.memory import human_bytes
+from parsers.ollama.memory import human_bytes, llamacpp_memory
 from parsers.text.envelope import strip_envelope
 from parsers.text.framing import split_lines
 
@@ -56,6 +59,39 @@ def test_human_bytes_reads_go_and_llamacpp_sizes() -> None:
     assert human_bytes("0 B") == 0
     assert human_bytes("36.00 MiB") == 36 * MiB
     assert human_bytes("1.56 GiB") == int(1.56 * GiB)
+
+
+def test_a_size_past_a_floats_range_is_read_not_raised() -> None:
+    """Found by the fuzz campaign (2026-12-02, case 296497035:analyze:3297): a 301-digit size times GiB is an
+    infinite float, and int() of it raised OverflowError out of `ietop analyze`. It is read (the store then
+    refuses the line as implausible); what is no number at all is unreadable."""
+    huge = "1" + "0" * 300
+    size = human_bytes(huge + " GB")
+    assert size is not None and size > 10**300
+    assert human_bytes("inf GiB") is None and human_bytes("nan MiB") is None
+    kv = llamacpp_memory(f"llama_kv_cache_init: KV self size = {'9' * 400}.50 MiB", 3, None)
+    assert kv is not None and [e.part for e in kv] == ["kv"] and kv[0].size_bytes > 10**400  # type: ignore[attr-defined]
+
+
+def test_analyze_refuses_the_line_of_an_impossible_size(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text('time=2025-01-01T00:00:00Z level=INFO source=sched.go:1 msg="new model will fit in available '
+                   f'VRAM" required="{"1" + "0" * 300} GB"\n'
+                   f"llama_kv_cache_init: KV self size = {'9' * 400}.50 MiB\n")
+    run = subprocess.run([sys.executable, "-m", "ietop", "analyze", str(log), "--json"], capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    doc = json.loads(run.stdout)
+    assert doc["counts"]["implausible_lines"] == 1  # the KV line's event; the scheduler's size is kept as text
+
+    def numbers(value: object) -> list[float]:
+        if isinstance(value, dict):
+            return [n for v in value.values() for n in numbers(v)]
+        if isinstance(value, list):
+            return [n for v in value for n in numbers(v)]
+        return [value] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
+
+    assert max(numbers(doc)) < 2**53
 
 
 def test_offload_to_gpu_v0140_is_a_planned_estimate() -> None:

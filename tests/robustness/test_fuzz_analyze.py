@@ -53,3 +53,22 @@ def test_console_script_on_a_hostile_log() -> None:
                 assert not new, [v.signature for v in new]
     finally:
         log.cleanup()
+
+
+def test_a_case_with_access_lines_is_also_checked_in_a_time_window() -> None:
+    """One case in three that has GIN lines runs --json with and without --all-requests inside --since/--until
+    too, and the two documents must agree (the columnar reader splits runs of probes at the bounds)."""
+    from tests.robustness.fuzzing.analyze import check_analyze, time_window
+    from tests.robustness.fuzzing.cases import Input
+
+    def probes(minute: int) -> bytes:
+        return b"".join(b"[GIN] 2026/06/20 - 10:%02d:%02d | 200 |      52.021\xc2\xb5s |       127.0.0.1 | HEAD     "
+                        b"\"/\"\n" % (minute, s // 3) for s in range(90))
+
+    task = (b"slot update_slots: id  0 | task 7 | new prompt, n_ctx_slot = 4096, n_keep = 4, task.n_tokens = 100\n"
+            b"slot      release: id  0 | task 7 | stop processing: n_tokens = 120, truncated = 0\n")
+    start = b'time=2026-06-20T10:00:00.000Z level=INFO source=routes.go:1 msg="Listening on 127.0.0.1:11434 ' \
+            b'(version 0.32.7)"\n'
+    files = next(f for n in range(30) if time_window(f := (start + probes(0) + task + b"#%d\n" % n + probes(1),)))
+    assert time_window(files)[1::2] == ["2026-06-20T10:00:20", "2026-06-20T10:01:10"]
+    assert check_analyze(Input("analyze", files)) == []

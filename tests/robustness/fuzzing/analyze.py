@@ -7,11 +7,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import re
 import shutil
 import tempfile
 import time
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -121,16 +124,50 @@ def _check_exit(mode: str, run: CliRun) -> list[Violation]:
     return out
 
 
+_GIN_STAMP = re.compile(rb"\[GIN\] (\d{4})/(\d\d)/(\d\d) - (\d\d:\d\d:\d\d) \|")
+
+
+def time_window(files: Sequence[bytes]) -> list[str]:
+    """`--since A --until B` at a third and two thirds of the case's GIN stamps, for one case in three that has
+    any (drawn from its content, so a case and its minimized forms keep the choice); else []. A bound falls
+    inside runs of probes, which the columnar reader then splits (ietop.pipeline.bulk.stream._timed_counts)."""
+    data = b"".join(files)
+    if zlib.crc32(data) % 3:
+        return []
+    stamps = [text for m in _GIN_STAMP.finditer(data) if _valid(text := (b"%s-%s-%sT%s" % m.groups()).decode())]
+    if not stamps:
+        return []
+    # A log's stamps need not rise (restarts, mutations): the earlier one is --since, as the CLI requires.
+    since, until = sorted((stamps[len(stamps) // 3], stamps[2 * len(stamps) // 3]))
+    return ["--since", since, "--until", until]
+
+
+def _valid(stamp: str) -> bool:
+    """A time --since takes (a mutated stamp may be 2025-02-29 or 24:00:00, which the CLI refuses)."""
+    try:
+        datetime.fromisoformat(stamp)
+    except ValueError:
+        return False
+    return True
+
+
 def check_analyze(inp: Input, modes: Sequence[str] | None = None, workdir: Workdir | None = None) -> list[Violation]:
-    """Run `ietop analyze` on the case's files (text, json, json_all, and csv when `inp.csv`) and check every
-    invariant. `modes` restricts the runs (the minimizer reruns only the one that failed)."""
+    """Run `ietop analyze` on the case's files (text, json, json_all, and csv when `inp.csv`; json_win and
+    json_all_win, the JSON of a time window, when `time_window` gives one) and check every invariant. `modes`
+    restricts the runs (the minimizer reruns only the one that failed)."""
     wd = workdir or _workdir()
     paths = wd.write(inp.files)
     base = ["analyze", *paths] + (["--engine", inp.option] if inp.option else [])
-    wanted = list(modes) if modes is not None else ["text", "json", "json_all"] + (["csv"] if inp.csv else [])
-    if "json_all" in wanted and "json" not in wanted:
-        wanted.insert(0, "json")  # the differential needs both
-    argv = {"text": base, "json": [*base, "--json"], "json_all": [*base, "--json", "--all-requests"]}
+    window = time_window(inp.files)
+    wanted = list(modes) if modes is not None else ["text", "json", "json_all"] + (["csv"] if inp.csv else []) \
+        + (["json_win", "json_all_win"] if window else [])
+    for one, other in (("json_all", "json"), ("json_all_win", "json_win")):
+        if other in wanted and one not in wanted:
+            wanted.append(one)  # the differential needs both
+        if one in wanted and other not in wanted:
+            wanted.insert(0, other)
+    argv = {"text": base, "json": [*base, "--json"], "json_all": [*base, "--json", "--all-requests"],
+            "json_win": [*base, "--json", *window], "json_all_win": [*base, "--json", "--all-requests", *window]}
     csv_dir = wd.csv_dir() if "csv" in wanted else None
     if csv_dir is not None:
         argv["csv"] = [*base, "--csv", str(csv_dir)]
@@ -147,7 +184,7 @@ def check_analyze(inp: Input, modes: Sequence[str] | None = None, workdir: Workd
         for cls, cp, ctx in control_chars(text_run.out):
             out.append(Violation("control_char_text", cls, f"{cp} in {ctx!r}", "text"))
     docs: dict[str, Any] = {}
-    for mode in ("json", "json_all"):
+    for mode in ("json", "json_all", "json_win", "json_all_win"):
         json_run = runs.get(mode)
         if json_run is None or json_run.exc is not None or json_run.code != 0:
             continue
@@ -156,12 +193,14 @@ def check_analyze(inp: Input, modes: Sequence[str] | None = None, workdir: Workd
         if isinstance(doc, dict):
             docs[mode] = doc
             out.extend(check_lines(doc, inp.files, mode))
-    if "json" in docs and "json_all" in docs:
-        differs = same_facts(docs["json_all"], docs["json"])
+    for folded, listed in (("json", "json_all"), ("json_win", "json_all_win")):
+        if folded not in docs or listed not in docs:
+            continue
+        differs = same_facts(docs[listed], docs[folded])
         if differs is not None:
-            engines = "+".join(sorted({str(s.get("engine")) for s in docs["json"].get("sources", [])}))
+            engines = "+".join(sorted({str(s.get("engine")) for s in docs[folded].get("sources", [])}))
             out.append(Violation("bulk_differs", f"{differs} ({engines})", "the columnar reader's document "
-                                 "differs from the per-line one's", "json"))
+                                 f"differs from the per-line one's ({' '.join(window) or 'whole log'})", folded))
     if csv_dir is not None and runs["csv"].exc is None and runs["csv"].code == 0:
         for table in sorted(csv_dir.glob("*.csv")):
             body = table.read_text(encoding="utf-8", errors="replace")

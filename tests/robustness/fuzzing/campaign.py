@@ -43,7 +43,7 @@ def minimize_check(inp: Input, v: Violation) -> Any:
     the differential compares with)."""
     if inp.target != "analyze" or not v.mode:
         return None
-    modes = ["json", "json_all"] if v.kind == "bulk_differs" or v.mode == "json_all" else [v.mode]
+    modes = [v.mode]  # check_analyze adds the run a JSON run is compared with
     return lambda i: check_analyze(i, modes)
 
 

@@ -77,7 +77,7 @@ class Violation:
     """What makes two violations the same defect (exception and innermost frame, JSON path, char class...)."""
     detail: str
     mode: str = ""
-    """The analyze run it came from (text, json, json_all, csv), "" elsewhere."""
+    """The analyze run it came from (text, json, json_all, csv, json_win, json_all_win), "" elsewhere."""
 
     @property
     def signature(self) -> str:

@@ -9,7 +9,6 @@ the line that names it can come after the record was spooled, even in another fi
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import tempfile
@@ -19,7 +18,7 @@ from typing import IO, Any
 
 from ietop.model.names import resolve
 from ietop.model.probes import ProbeTable, is_probe
-from ietop.model.records import JSON_ENCODE
+from ietop.model.records import json_text
 
 KINDS = ("request", "load", "unload", "truncation", "error", "task", "prompt", "stats", "preemption", "hint")
 # A record's model fields as written here (`"model":"sha256-…"`, a load's trigger request's too). A quote
@@ -27,30 +26,9 @@ KINDS = ("request", "load", "unload", "truncation", "error", "task", "prompt", "
 _MODEL_FIELD_RE = re.compile(r'([{,]"(?:for_)?model":)("(?:[^"\\]|\\.)*")')
 
 
-def finite(value: Any) -> Any:
-    """`value` with every NaN or infinite float replaced by None: JSON has no such numbers (`Infinity` is not
-    JSON), and a report states no number rather than an impossible one."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(v) for v in value]
-    return value
-
-
 def json_dumps() -> Callable[[Any], str]:
-    """A compact JSON encoder that never writes NaN or Infinity: the C encoder refuses them (allow_nan=False),
-    and only then is the value walked once to null them (`finite`)."""
-    encode = JSON_ENCODE
-
-    def dumps(value: Any) -> str:
-        try:
-            return encode(value)
-        except ValueError:
-            return encode(finite(value))
-
-    return dumps
+    """The compact JSON encoder of every report (ietop.model.records.json_text: NaN and infinities as null)."""
+    return json_text
 
 
 class Spool:

@@ -7,6 +7,7 @@ hands it to a sink and never touches it again. ``as_dict`` gives the `ietop.anal
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -187,13 +188,13 @@ def _breakdown_dict(req: Request, paths: Sequence[str]) -> dict[str, Any] | None
 
 
 def _breakdown_json(req: Request, paths: Sequence[str]) -> str:
-    """`_breakdown_dict` serialized by hand, as `_jv` would write it: a dict built to be encoded cost twice this
+    """`_breakdown_dict` serialized by hand, as `json_text` would write it: a dict built to be encoded cost twice this
     line (the breakdown and its evidence are most of a request's JSON)."""
     b = breakdown(req)
     if b is None:
         return "null"
     parts = ",".join(f'"{k}":{_js(v)}' for k, v in b.parts.items())  # keys: breakdown.PARTS
-    chain = _jv([s.as_dict(paths) for s in b.chain]) if b.chain else "[]"
+    chain = json_text([s.as_dict(paths) for s in b.chain]) if b.chain else "[]"
     unknown = ",".join(f"{_js(k)}:{_js(v)}" for k, v in b.unknown.items())
     return (f'{{{parts},"dominant":{_js(b.dominant)},"evidence":{_refs_json(b.evidence, paths)},'
             f'"chain":{chain},"unknown":{{{unknown}}}}}')
@@ -204,7 +205,7 @@ _WHERE: dict[str, str] = {}
 
 
 def _refs_json(refs: dict[str, Ref], paths: Sequence[str]) -> str:
-    """{fact: {"path": …, "line": …}} as `_jv` writes it. The keys are the facts' own names (attributes)."""
+    """{fact: {"path": …, "line": …}} as `json_text` writes it. The keys are the facts' own names (attributes)."""
     out = []
     for k, r in refs.items():
         path = paths[r.src]
@@ -216,26 +217,30 @@ def _refs_json(refs: dict[str, Ref], paths: Sequence[str]) -> str:
 
 
 JSON_ENCODE = JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-"""The compact JSON every report writes (ietop.analyze.spool.json_dumps too), by the C encoder. It refuses NaN and
-infinities, which no report states; here they take the walk below, which writes them as null (as it does the objects
-`_js` would repr). For the nested parts of a request (breakdown, evidence) the encoder is a fraction of the walk's
-cost (the walk was a sixth of `analyze --json`'s profile on a busy log)."""
+"""The compact JSON every report writes, by the C encoder. It refuses NaN and infinities, which no report states:
+`json_text` then writes them as null."""
 
 
-def _jv(value: object) -> str:
-    """Any JSON value, written as `_js` writes its scalars (so it parses to what `as_dict` holds)."""
+def finite(value: Any) -> Any:
+    """`value` with every NaN or infinite float replaced by None: JSON has no such numbers (`Infinity` is not
+    JSON), and a report states no number rather than an impossible one."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def json_text(value: object) -> str:
+    """Any JSON value, compact, NaN and infinities as null: the C encoder, and only when it refuses an impossible
+    number is the value walked once to null them (`finite`). Every report's JSON (ietop.analyze.spool.json_dumps)
+    and a request's nested parts are written by it."""
     try:
         return JSON_ENCODE(value)
-    except (ValueError, TypeError):
-        return _jv_walk(value)
-
-
-def _jv_walk(value: object) -> str:
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{_js(str(k))}:{_jv_walk(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_jv_walk(v) for v in value) + "]"
-    return _js(value)
+    except ValueError:
+        return JSON_ENCODE(finite(value))
 
 
 def _js(value: object) -> str:

@@ -168,11 +168,12 @@ def test_json_line_equals_as_dict() -> None:
     assert any(w["breakdown"] and w["breakdown"]["chain"] for w in written)
 
 
-def test_nested_json_writes_what_the_walk_writes() -> None:
-    """`_jv` takes the C encoder, and the hand walk where it refuses: NaN and infinities become null either way."""
-    from ietop.model.records import _jv, _jv_walk
+def test_json_text_is_compact_and_nulls_impossible_numbers() -> None:
+    """`json_text` (the breakdown's chain, every report) is the C encoder's compact JSON; a NaN or an infinity,
+    which it refuses, is written as null."""
+    from ietop.model.records import json_text
 
     plain = {"chain": [{"step": "load", "s": 1.25, "ref": {"path": "ö.log", "line": 3}}], "ok": True, "n": None}
-    assert _jv(plain) == _jv_walk(plain) == json.dumps(plain, ensure_ascii=False, separators=(",", ":"))
+    assert json_text(plain) == json.dumps(plain, ensure_ascii=False, separators=(",", ":"))
     odd = {"s": float("nan"), "t": [float("inf"), 2.0], "u": "\"quoted\"\n"}
-    assert _jv(odd) == _jv_walk(odd) == '{"s":null,"t":[null,2.0],"u":"\\"quoted\\"\\n"}'
+    assert json_text(odd) == '{"s":null,"t":[null,2.0],"u":"\\"quoted\\"\\n"}'

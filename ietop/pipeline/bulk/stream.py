@@ -240,8 +240,7 @@ def _ollama_counts(ready: _OllamaWindow, offsets: list[tuple[int, timedelta | No
     # segments' own counts, each moved by its run's offset, are regrouped per run (a min or max less a constant
     # is the min or max of the differences; the latency sums add up per segment first). On the caller's
     # thread, so a few rows per segment, not the probes: a noisy log changes offset ~60 times a window.
-    run_starts = pl.Series([k for k, _ in offsets], dtype=pl.Int64)
-    shift = pl.Series([off.total_seconds() if off is not None else 0.0 for _, off in offsets], dtype=pl.Float64)
+    run_starts, shift = _runs(offsets)
     seg_groups = ready.seg_groups.rename({"run": "seg"})
     runs = run_starts.search_sorted(seg_groups["seg"], side="right") - 1
     by_run = shift.gather(runs)
@@ -257,6 +256,12 @@ def _ollama_counts(ready: _OllamaWindow, offsets: list[tuple[int, timedelta | No
             for (seg, n, _naive, row), run, t in zip(per_seg.iter_rows(), seg_runs, t_moved, strict=True)]
 
 
+def _runs(offsets: list[tuple[int, timedelta | None]]) -> tuple[pl.Series, pl.Series]:
+    """The parsed row each run of one UTC offset starts at, and the seconds its stamps move by to be UTC."""
+    return (pl.Series([k for k, _ in offsets], dtype=pl.Int64),
+            pl.Series([off.total_seconds() if off is not None else 0.0 for _, off in offsets], dtype=pl.Float64))
+
+
 def _timed_counts(ready: _OllamaWindow, offsets: list[tuple[int, timedelta | None]], base: int, src: int,
                   table: ProbeTable, parsed: list[Keyed], bounds: Bounds, clock: Clock) -> list[Keyed]:
     """`_ollama_counts` for a --since/--until window. The per-line reader gives each probe the file's clock at
@@ -267,8 +272,7 @@ def _timed_counts(ready: _OllamaWindow, offsets: list[tuple[int, timedelta | Non
     if not len(ready.probes):
         return []
     since, until = bounds
-    run_starts = pl.Series([k for k, _ in offsets], dtype=pl.Int64)
-    shift = pl.Series([off.total_seconds() if off is not None else 0.0 for _, off in offsets], dtype=pl.Float64)
+    run_starts, shift = _runs(offsets)
     probe = ready.probes.sort("row")  # an enveloped probe's row comes after the bare ones' (ollama.probes)
     probe = probe.with_columns(seg=ready.split.segments(probe["row"]))
     runs = run_starts.search_sorted(probe["seg"], side="right") - 1
